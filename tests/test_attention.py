@@ -155,7 +155,7 @@ def test_gradients_match_sdpa():
     ref = [t.clone().requires_grad_() for t in (q, k, v)]
     attention(*ours, mask).sin().sum().backward()
     F.scaled_dot_product_attention(*ref, attn_mask=mask, enable_gqa=True).sin().sum().backward()
-    for a, b in zip(ours, ref):
+    for a, b in zip(ours, ref, strict=True):
         torch.testing.assert_close(a.grad, b.grad, atol=1e-10, rtol=1e-8)
 
 
@@ -197,8 +197,18 @@ def test_softmax_stable_and_all_minus_inf():
         ((torch.ones(2, 4, dtype=torch.long),) * 3, {}, TypeError, "floating-point"),
         (([[1.0]], torch.randn(3, 4), torch.randn(3, 4)), {}, TypeError, "q must be a torch.Tensor"),
         ((torch.randn(4), torch.randn(4), torch.randn(4)), {}, ValueError, "(..., heads, tokens, width)"),
-        ((torch.randn(2, 4), torch.randn(3, 4), torch.randn(3, 4), torch.ones(3, 2, dtype=torch.bool)), {}, ValueError, "does not broadcast"),
-        ((torch.randn(2, 4), torch.randn(3, 4), torch.randn(3, 4), torch.ones(2, 3, dtype=torch.long)), {}, TypeError, "mask must be bool"),
+        (
+            (torch.randn(2, 4), torch.randn(3, 4), torch.randn(3, 4), torch.ones(3, 2, dtype=torch.bool)),
+            {},
+            ValueError,
+            "does not broadcast",
+        ),
+        (
+            (torch.randn(2, 4), torch.randn(3, 4), torch.randn(3, 4), torch.ones(2, 3, dtype=torch.long)),
+            {},
+            TypeError,
+            "mask must be bool",
+        ),
         ((torch.randn(2, 4), torch.randn(3, 4), torch.randn(3, 4)), {"scale": float("nan")}, ValueError, "scale"),
     ],
 )

@@ -1,0 +1,358 @@
+"""The check-yourself autograder: ``check("1.equal-scores", answer)`` grades on the spot.
+
+An exercise is declared once (see ``lib/exercises.py``) as plain data:
+    * a ``ValueExercise`` has an expected value, a tolerance, and the known wrong answers
+      with the feedback each one earns ("that is the best-matching value, not the read");
+    * a ``FunctionExercise`` has a reference function and hidden cases; each case says
+      what a function that fails it has probably got wrong.
+
+``check`` never raises on what a learner types: a placeholder ``...`` reads "not attempted",
+text or a list of the wrong length gets a message that says what was expected, and a
+function that raises, returns garbage or loops is caught (loops by a timeout).
+In a notebook the result shows as a coloured box; in a terminal as plain text.
+
+Run ``python -m lib.checks --list`` for every exercise in the book.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import math
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+CORRECT, INCORRECT, NOT_ATTEMPTED = "correct", "incorrect", "not attempted"
+
+
+@dataclass(frozen=True)
+class WrongAnswer:
+    """A wrong answer the lesson warns about, and what it tells us about the mistake."""
+
+    value: Any
+    feedback: str
+
+
+@dataclass(frozen=True)
+class ValueExercise:
+    id: str
+    question: str
+    expected: Any  # a number or a (nested) list of numbers
+    explanation: str
+    hints: tuple[str, ...] = ()
+    wrong_answers: tuple[WrongAnswer, ...] = ()
+    atol: float = 5e-3
+    rtol: float = 0.0
+
+
+@dataclass(frozen=True)
+class Case:
+    """One hidden input for a function exercise, and what failing it usually means."""
+
+    name: str
+    args: Callable[[], tuple]  # builds fresh inputs, so a function that mutates them harms nothing
+    feedback: str
+
+
+@dataclass(frozen=True)
+class FunctionExercise:
+    id: str
+    question: str
+    reference: Callable
+    cases: tuple[Case, ...]
+    explanation: str
+    hints: tuple[str, ...] = ()
+    # Known wrong functions: a learner's function that behaves like one of these on a
+    # failing case gets its feedback, which beats the case's general one.
+    wrong_answers: tuple[WrongAnswer, ...] = ()
+    atol: float = 1e-5
+    rtol: float = 1e-4
+    timeout_s: float = 2.0
+
+
+Exercise = ValueExercise | FunctionExercise
+
+
+@dataclass
+class CheckResult:
+    exercise_id: str
+    status: str  # CORRECT, INCORRECT or NOT_ATTEMPTED
+    message: str  # one line: what happened
+    feedback: str = ""  # the targeted part: which mistake this looks like
+    hint: str = ""
+    explanation: str = ""  # shown once the answer is right
+    _echo_once: bool = field(default=False, repr=False)
+
+    @property
+    def correct(self) -> bool:
+        return self.status == CORRECT
+
+    def __str__(self) -> str:
+        mark = {CORRECT: "✓", INCORRECT: "✗", NOT_ATTEMPTED: "·"}[self.status]
+        lines = [f"[{self.exercise_id}] {mark} {self.status}: {self.message}"]
+        lines += [f"  {label}: {text}" for label, text in self._parts()]
+        return "\n".join(lines)
+
+    def _parts(self) -> list[tuple[str, str]]:
+        parts = [("Feedback", self.feedback), ("Hint", self.hint), ("Why", self.explanation)]
+        return [(label, text) for label, text in parts if text]
+
+    def _repr_html_(self) -> str:
+        colour = {CORRECT: "#1a7f37", INCORRECT: "#cf222e", NOT_ATTEMPTED: "#6e7781"}[self.status]
+        body = "".join(f"<div><b>{label}:</b> {html.escape(text)}</div>" for label, text in self._parts())
+        return (
+            f'<div class="check-result" style="border-left:4px solid {colour};padding:4px 10px;margin:4px 0">'
+            f'<b style="color:{colour}">{html.escape(self.exercise_id)}: {self.status}</b> '
+            f"{html.escape(self.message)}{body}</div>"
+        )
+
+    def _ipython_display_(self) -> None:
+        # check() has shown this result already; skip IPython's echo of the return value once.
+        if self._echo_once:
+            self._echo_once = False
+            return
+        from IPython.display import display
+
+        display({"text/html": self._repr_html_(), "text/plain": str(self)}, raw=True)
+
+
+def exercises() -> dict[str, Exercise]:
+    """Every exercise in the book, by id."""
+    from lib.exercises import EXERCISES  # imported late: lib.exercises builds on this module
+
+    return {exercise.id: exercise for exercise in EXERCISES}
+
+
+def check(exercise_id: str, answer: Any) -> CheckResult:
+    """Grade ``answer`` for the exercise ``exercise_id``, show the result, and return it."""
+    exercise = exercises().get(exercise_id)
+    if exercise is None:
+        result = CheckResult(str(exercise_id), INCORRECT, f"there is no exercise called {exercise_id!r}")
+    else:
+        try:
+            result = grade(exercise, answer)
+        except Exception as error:  # noqa: BLE001 - the grader must never crash on learner input
+            result = CheckResult(exercise.id, INCORRECT, f"could not grade this answer ({_describe_error(error)})")
+    _show(result)
+    return result
+
+
+def grade(exercise: Exercise, answer: Any) -> CheckResult:
+    if answer is ... or answer is None:
+        return CheckResult(exercise.id, NOT_ATTEMPTED, "replace the `...` with your answer and run the cell again")
+    if isinstance(exercise, FunctionExercise):
+        return _grade_function(exercise, answer)
+    return _grade_value(exercise, answer)
+
+
+# --- values ---------------------------------------------------------------------------
+
+
+def _as_numbers(answer: Any, expected_shape: tuple[int, ...]) -> tuple[np.ndarray | None, str]:
+    """The answer as a float array of the expected shape, or None and what is wrong with it."""
+    if isinstance(answer, (str, bytes)):
+        return None, f"expected numbers but got the text {answer!r}; write e.g. [0.5, 0.5] without quotes"
+    if isinstance(answer, (bool, dict, set)) or callable(answer):
+        return None, f"expected numbers but got a {type(answer).__name__}"
+    if isinstance(answer, torch.Tensor):
+        answer = answer.detach().cpu().to(torch.float64).numpy()
+    try:
+        numbers = np.asarray(answer, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        return None, f"could not read the answer as numbers ({_describe_error(error)})"
+    if numbers.shape != expected_shape:
+        if numbers.size == math.prod(expected_shape) and numbers.squeeze().shape == tuple(
+            d for d in expected_shape if d != 1
+        ):
+            numbers = numbers.reshape(expected_shape)  # [[1, 2]] for [1, 2]: same numbers, extra brackets
+        else:
+            want = (
+                "one number" if expected_shape == () else f"{math.prod(expected_shape)} numbers, shape {expected_shape}"
+            )
+            return None, f"expected {want}, got shape {numbers.shape}"
+    if not np.all(np.isfinite(numbers)):
+        return None, "the answer contains NaN or inf (exp overflowing, or -inf - (-inf), on the way?)"
+    return numbers, ""
+
+
+def _grade_value(exercise: ValueExercise, answer: Any) -> CheckResult:
+    expected = np.asarray(exercise.expected, dtype=np.float64)
+    numbers, problem = _as_numbers(answer, expected.shape)
+    hint = exercise.hints[0] if exercise.hints else ""
+    if numbers is None:
+        return CheckResult(exercise.id, INCORRECT, problem, hint=hint)
+
+    def close(value: Any) -> bool:
+        return bool(np.allclose(numbers, np.asarray(value, dtype=np.float64), atol=exercise.atol, rtol=exercise.rtol))
+
+    shown = np.array2string(numbers, precision=4, suppress_small=True, separator=", ")
+    if close(exercise.expected):
+        return CheckResult(exercise.id, CORRECT, f"{shown} is right.", explanation=exercise.explanation)
+    for wrong in exercise.wrong_answers:
+        if close(wrong.value):
+            return CheckResult(exercise.id, INCORRECT, f"{shown} is not it.", feedback=wrong.feedback, hint=hint)
+    return CheckResult(exercise.id, INCORRECT, f"{shown} is not it.", hint=hint)
+
+
+# --- functions ------------------------------------------------------------------------
+
+
+class GradingTimeout(BaseException):
+    """Raised inside a learner's function that runs too long (BaseException, so that a bare
+    ``except Exception`` in their code does not swallow it)."""
+
+
+def call_with_timeout(function: Callable, args: Sequence, seconds: float) -> Any:
+    """``function(*args)``, stopped with GradingTimeout after ``seconds``.
+
+    In the main thread (a notebook kernel, pytest, a script) a SIGALRM timer interrupts the
+    call. Elsewhere it runs in a daemon thread that is abandoned if it overruns.
+    """
+    if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
+
+        def on_alarm(signum, frame):
+            raise GradingTimeout
+
+        previous = signal.signal(signal.SIGALRM, on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            return function(*args)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+
+    outcome: dict[str, Any] = {}
+
+    def target():
+        try:
+            outcome["value"] = function(*args)
+        except BaseException as error:  # noqa: BLE001 - handed back to the caller below
+            outcome["error"] = error
+
+    worker = threading.Thread(target=target, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise GradingTimeout
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def _grade_function(exercise: FunctionExercise, answer: Any) -> CheckResult:
+    hint = exercise.hints[0] if exercise.hints else ""
+    if not callable(answer):
+        return CheckResult(
+            exercise.id, INCORRECT, f"expected a function, but the answer is of type {type(answer).__name__}", hint=hint
+        )
+    failed: list[tuple[Case, str, torch.Tensor | None]] = []
+    for case in exercise.cases:
+        problem, got = _run_case(exercise, answer, case)
+        if problem:
+            failed.append((case, problem, got))
+        if problem.startswith("did not finish"):
+            break  # one timeout is enough: don't make the learner wait for every case
+    if not failed:
+        n = len(exercise.cases)
+        return CheckResult(exercise.id, CORRECT, f"passes all {n} hidden cases.", explanation=exercise.explanation)
+    case, problem, got = failed[0]
+    names = ", ".join(case.name for case, _, _ in failed)
+    message = f"fails {len(failed)} of {len(exercise.cases)} hidden cases ({names}). First: {case.name}: {problem}."
+    if problem.startswith("did not finish"):
+        feedback = "Look for a loop whose condition never changes, or work that grows without bound."
+    else:
+        feedback = _known_mistake(exercise, case, got) or case.feedback
+    return CheckResult(exercise.id, INCORRECT, message, feedback=feedback, hint=hint)
+
+
+def _known_mistake(exercise: FunctionExercise, case: Case, got: torch.Tensor | None) -> str:
+    """The feedback of the first known wrong function that gives what the learner's gave."""
+    if got is None:
+        return ""
+    for wrong in exercise.wrong_answers:
+        try:
+            theirs = torch.as_tensor(wrong.value(*case.args())).to(got.dtype)
+        except Exception:  # noqa: BLE001 - a wrong function may well fail on this case
+            continue
+        if theirs.shape == got.shape and torch.allclose(
+            theirs, got, atol=exercise.atol, rtol=exercise.rtol, equal_nan=True
+        ):
+            return wrong.feedback
+    return ""
+
+
+def _run_case(exercise: FunctionExercise, function: Callable, case: Case) -> tuple[str, torch.Tensor | None]:
+    """('', output) when ``function`` agrees with the reference on this case, else what went
+    wrong and the output, when there was one that reads as a tensor of the right shape."""
+    expected = exercise.reference(*case.args())
+    try:
+        got = call_with_timeout(function, case.args(), exercise.timeout_s)
+    except GradingTimeout:
+        return f"did not finish within {exercise.timeout_s:g} s (an endless loop?)", None
+    except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
+        return f"raised {_describe_error(error)}", None
+    if got is None:
+        return "returned None (a missing `return`?)", None
+    try:
+        got = torch.as_tensor(got).detach().cpu().to(expected.dtype)
+    except (TypeError, ValueError, RuntimeError) as error:
+        return f"returned a {type(got).__name__} that is not a tensor of numbers ({_describe_error(error)})", None
+    if got.shape != expected.shape:
+        return f"returned shape {tuple(got.shape)}, expected {tuple(expected.shape)}", None
+    if torch.isnan(got).any() and not torch.isnan(expected).any():
+        return "returned NaN", got
+    if not torch.allclose(got, expected, atol=exercise.atol, rtol=exercise.rtol):
+        gap = (got - expected).abs().max().item()
+        return f"differs from the reference by up to {gap:.3g}", got
+    return "", got
+
+
+# --- showing and listing ----------------------------------------------------------------
+
+
+def _describe_error(error: BaseException) -> str:
+    text = str(error).splitlines()[0] if str(error) else ""
+    return f"{type(error).__name__}: {text[:200]}" if text else type(error).__name__
+
+
+def _show(result: CheckResult) -> None:
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    except ImportError:
+        shell = None
+    if shell is not None and getattr(shell, "kernel", None) is not None:
+        from IPython.display import display
+
+        display({"text/html": result._repr_html_(), "text/plain": str(result)}, raw=True)
+        result._echo_once = True
+    else:
+        print(result)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lib.checks", description=__doc__.splitlines()[0])
+    parser.add_argument("--list", action="store_true", help="list every exercise with its question")
+    args = parser.parse_args(argv)
+    if args.list:
+        for exercise in exercises().values():
+            kind = "function" if isinstance(exercise, FunctionExercise) else "value"
+            print(f"{exercise.id:24} {kind:8} {exercise.question}")
+        return 0
+    parser.print_help()
+    return 0
+
+
+if __name__ == "__main__":
+    # Run the copy of this module that lib.exercises imports (lib.checks), not __main__,
+    # so that isinstance checks see one set of classes.
+    from lib.checks import main as _main
+
+    raise SystemExit(_main())

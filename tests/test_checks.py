@@ -1,0 +1,176 @@
+"""The autograder core: statuses, targeted feedback, and no crash on any learner input."""
+
+import math
+import threading
+
+import pytest
+import torch
+
+from lib import checks
+from lib.checks import (
+    CORRECT,
+    INCORRECT,
+    NOT_ATTEMPTED,
+    Case,
+    FunctionExercise,
+    GradingTimeout,
+    ValueExercise,
+    WrongAnswer,
+    call_with_timeout,
+    check,
+    grade,
+)
+
+PAIR = ValueExercise(
+    id="t.pair",
+    question="?",
+    expected=[1.0, 2.0],
+    explanation="because",
+    hints=("think",),
+    wrong_answers=(WrongAnswer([2.0, 0.0], "best match"),),
+    atol=0.01,
+)
+
+DOUBLE = FunctionExercise(
+    id="t.double",
+    question="double it",
+    reference=lambda x: 2 * x,
+    cases=(
+        Case("one", lambda: (torch.tensor([1.0]),), "multiply by two"),
+        Case("many", lambda: (torch.tensor([[1.0, -3.0]]),), "keep the shape"),
+    ),
+    explanation="2x",
+    wrong_answers=(WrongAnswer(lambda x: x + 2, "you added two"),),
+    timeout_s=0.3,
+)
+
+
+def test_value_statuses_and_feedback():
+    assert grade(PAIR, [1.0, 2.004]).status == CORRECT
+    assert grade(PAIR, torch.tensor([[1.0, 2.0]])).status == CORRECT  # extra brackets are fine
+    result = grade(PAIR, [2, 0])
+    assert result.status == INCORRECT and result.feedback == "best match" and result.hint == "think"
+    result = grade(PAIR, [1.5, 2.0])
+    assert result.status == INCORRECT and result.feedback == ""
+    assert grade(PAIR, ...).status == NOT_ATTEMPTED
+    assert grade(PAIR, None).status == NOT_ATTEMPTED
+
+
+@pytest.mark.parametrize(
+    "garbage, words",
+    [
+        ("1, 2", "got the text"),
+        (b"12", "got the text"),
+        ([1, 2, 3], "expected 2 numbers"),
+        ([[1, 2], [3]], "could not read"),
+        ({"a": 1}, "got a dict"),
+        ({1, 2}, "got a set"),
+        (True, "got a bool"),
+        ([float("nan"), 2.0], "NaN"),
+        ([math.inf, 2.0], "NaN or inf"),
+        (torch.zeros(3, 2), "shape (3, 2)"),
+        (print, "got a builtin_function_or_method"),
+        (object(), "could not read"),
+        ([1, "x"], "could not read"),
+    ],
+)
+def test_value_garbage_gets_a_clear_message(garbage, words):
+    result = grade(PAIR, garbage)
+    assert result.status == INCORRECT
+    assert words in result.message
+
+
+def test_function_statuses():
+    assert grade(DOUBLE, lambda x: x * 2).status == CORRECT
+    assert grade(DOUBLE, lambda x: (x * 2).tolist()).status == CORRECT  # lists are read as tensors
+    result = grade(DOUBLE, lambda x: x + 2)
+    assert result.status == INCORRECT and result.feedback == "you added two"
+    result = grade(DOUBLE, lambda x: x * 5)
+    assert result.feedback == "multiply by two" and "fails 2 of 2" in result.message
+
+
+@pytest.mark.parametrize(
+    "function, words",
+    [
+        (lambda x: 1 / 0, "raised ZeroDivisionError"),
+        (lambda x: None, "returned None"),
+        (lambda x: "text", "not a tensor of numbers"),
+        (lambda x: torch.zeros(5), "returned shape (5,)"),
+        (lambda x: x * float("nan"), "returned NaN"),
+        (lambda: 1, "raised TypeError"),
+        (42, "expected a function"),
+    ],
+)
+def test_function_garbage_gets_a_clear_message(function, words):
+    result = grade(DOUBLE, function)
+    assert result.status == INCORRECT and words in result.message
+
+
+def test_endless_loop_is_stopped_by_the_timeout():
+    def spin(x):
+        while True:
+            pass
+
+    result = grade(DOUBLE, spin)
+    assert result.status == INCORRECT and "did not finish within 0.3 s" in result.message
+
+
+def test_loop_that_swallows_exceptions_is_still_stopped():
+    def stubborn(x):
+        while True:
+            try:
+                pass
+            except Exception:  # a learner's broad except must not eat the timeout
+                pass
+
+    assert "did not finish" in grade(DOUBLE, stubborn).message
+
+
+def test_timeout_off_the_main_thread():
+    outcome = {}
+    release = threading.Event()  # a blocking wait, so the abandoned thread does not hog the GIL
+
+    def worker():
+        try:
+            call_with_timeout(release.wait, (), 0.2)
+        except GradingTimeout:
+            outcome["timed out"] = True
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join(5)
+    release.set()
+    assert outcome == {"timed out": True}
+    assert call_with_timeout(lambda a: a + 1, (1,), 1.0) == 2
+
+
+def test_check_prints_in_a_terminal_and_never_raises(capsys):
+    result = check("1.equal-scores", [2, 0])
+    printed = capsys.readouterr().out
+    assert "[1.equal-scores] ✗ incorrect" in printed and "best-matching" in printed
+    assert result.status == INCORRECT
+    assert check("no.such-exercise", 1).status == INCORRECT
+    assert "no exercise called" in capsys.readouterr().out
+
+
+def test_grader_crash_is_reported_not_raised(monkeypatch, capsys):
+    def broken(exercise, answer):
+        raise RuntimeError("grader bug")
+
+    monkeypatch.setattr(checks, "grade", broken)
+    result = check("1.equal-scores", [1, 2])
+    assert result.status == INCORRECT and "could not grade" in result.message
+
+
+def test_html_and_text_show_status_and_escape():
+    result = checks.CheckResult("t.x", INCORRECT, "<b>raw</b>", feedback="a < b")
+    assert "a &lt; b" in result._repr_html_() and "<b>raw</b>" not in result._repr_html_()
+    assert "incorrect" in result._repr_html_() and "Feedback: a < b" in str(result)
+
+
+def test_list_command(capsys):
+    assert checks.main(["--list"]) == 0
+    printed = capsys.readouterr().out
+    for exercise_id in checks.exercises():
+        assert exercise_id in printed
+    assert "function" in printed and "value" in printed

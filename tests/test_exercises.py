@@ -1,0 +1,78 @@
+"""Every declared exercise accepts its reference answer and rejects each known wrong answer
+with that answer's own feedback."""
+
+import numpy as np
+import pytest
+import torch
+
+from lib.attention import attention, causal_mask
+from lib.checks import CORRECT, INCORRECT, FunctionExercise, ValueExercise, exercises, grade
+
+ALL = list(exercises().values())
+VALUES = [e for e in ALL if isinstance(e, ValueExercise)]
+FUNCTIONS = [e for e in ALL if isinstance(e, FunctionExercise)]
+
+
+def test_ids_are_unique_and_chapter_prefixed():
+    ids = [e.id for e in ALL]
+    assert len(ids) == len(set(ids))
+    assert all(i.split(".")[0].isdigit() for i in ids)
+
+
+@pytest.mark.parametrize("exercise", VALUES, ids=lambda e: e.id)
+def test_value_exercise_accepts_expected_and_names_each_mistake(exercise):
+    assert grade(exercise, exercise.expected).status == CORRECT
+    for wrong in exercise.wrong_answers:
+        result = grade(exercise, wrong.value)
+        assert result.status == INCORRECT
+        assert result.feedback == wrong.feedback, (wrong.value, result.feedback)
+
+
+@pytest.mark.parametrize("exercise", VALUES, ids=lambda e: e.id)
+def test_wrong_answers_are_distinguishable(exercise):
+    """No wrong answer lies within tolerance of the right one or of another wrong one."""
+    points = [exercise.expected] + [w.value for w in exercise.wrong_answers]
+    for i, a in enumerate(points):
+        for b in points[i + 1 :]:
+            assert not np.allclose(a, b, atol=exercise.atol, rtol=exercise.rtol), (a, b)
+
+
+@pytest.mark.parametrize("exercise", FUNCTIONS, ids=lambda e: e.id)
+def test_function_exercise_accepts_reference_and_names_each_mistake(exercise):
+    assert grade(exercise, exercise.reference).status == CORRECT
+    for wrong in exercise.wrong_answers:
+        result = grade(exercise, wrong.value)
+        assert result.status == INCORRECT
+        assert result.feedback == wrong.feedback
+
+
+# Answers worked out independently of the declarations, with lib.attention and torch.
+Q = torch.tensor([[1.0, 0.0]])
+KEYS = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+VALS = torch.tensor([[2.0, 0.0], [0.0, 4.0]])
+
+
+def test_chapter_1_answers_agree_with_lib_attention():
+    answers = {
+        "1.scaled-scores": (Q @ KEYS.T / 2**0.5)[0],
+        "1.equal-scores": attention(torch.tensor([[1.0, 1.0]]), KEYS, VALS)[0],
+        "1.causal-output": attention(Q, KEYS, VALS, causal_mask(2, 2)[:1])[0],
+        "1.doubled-values-weights": attention(Q, KEYS, 2 * VALS, return_weights=True)[1][0],
+        "1.doubled-values-output": attention(Q, KEYS, 2 * VALS)[0],
+        "1.dot-variance": 64,
+    }
+    for exercise_id, answer in answers.items():
+        assert grade(exercises()[exercise_id], answer).status == CORRECT, exercise_id
+
+
+def test_stable_softmax_mistakes_named():
+    softmax_exercise = exercises()["1.stable-softmax"]
+
+    def naive(x):
+        return x.exp() / x.exp().sum(-1, keepdim=True)
+
+    result = grade(softmax_exercise, naive)
+    assert "large scores" in result.message and "Subtract each row's maximum" in result.feedback
+    result = grade(softmax_exercise, lambda x: torch.softmax(x, dim=-1))  # NaN on an all -inf row
+    assert "all -inf row" in result.message and "-inf - (-inf) is NaN" in result.feedback
+    assert "large scores" not in result.message

@@ -1,0 +1,64 @@
+"""The playgrounds' pure functions: the numbers the widgets show."""
+
+import math
+
+import matplotlib
+import pytest
+import torch
+
+from lib.playgrounds import (
+    LESSON_QUERIES,
+    describe,
+    plot_self_attention,
+    self_attention_playground,
+    self_attention_read,
+)
+
+matplotlib.use("Agg")
+
+
+def test_default_is_the_lesson_example():
+    read = self_attention_read()
+    torch.testing.assert_close(read.dot_products, torch.tensor([1.0, 0.0], dtype=torch.float64))
+    torch.testing.assert_close(read.scores, torch.tensor([1 / math.sqrt(2), 0.0], dtype=torch.float64))
+    assert [round(w, 4) for w in read.weights.tolist()] == [0.6698, 0.3302]
+    assert [round(o, 4) for o in read.output.tolist()] == [1.3395, 1.3210]
+    assert "output       [1.3395, 1.3210]" in describe(read)
+
+
+def test_causal_first_position_reads_only_itself():
+    read = self_attention_read(causal=True)
+    assert read.weights.tolist() == [1.0, 0.0] and read.output.tolist() == [2.0, 0.0]
+    assert read.scores[1] == float("-inf") and "-inf" in describe(read)
+    # the second token may read both, so the mask changes nothing for it
+    second = self_attention_read(LESSON_QUERIES[1], 1, causal=True)
+    torch.testing.assert_close(second.weights, self_attention_read(LESSON_QUERIES[1], 1).weights)
+
+
+@pytest.mark.parametrize("scaling, temperature, scale", [("none", 1.0, 1.0), ("temperature", 0.25, 4.0)])
+def test_scalings(scaling, temperature, scale):
+    read = self_attention_read((1.0, 0.5), scaling=scaling, temperature=temperature)
+    scores = torch.tensor([1.0, 0.5], dtype=torch.float64) * scale
+    torch.testing.assert_close(read.weights, torch.softmax(scores, 0))
+    torch.testing.assert_close(read.output, read.weights @ read.values)
+
+
+def test_low_temperature_approaches_the_best_match_but_never_reaches_it():
+    read = self_attention_read(scaling="temperature", temperature=0.1)
+    assert 0.99 < read.weights[0] < 1.0
+
+
+def test_bad_settings_are_reported():
+    with pytest.raises(ValueError, match="temperature must be positive"):
+        self_attention_read(scaling="temperature", temperature=0.0)
+    with pytest.raises(ValueError, match="scaling must be one of"):
+        self_attention_read(scaling="sqrt")
+    with pytest.raises(ValueError, match="position must be in 0..1"):
+        self_attention_read(position=2)
+
+
+def test_figure_and_widget_build():
+    fig = plot_self_attention(self_attention_read(causal=True))
+    assert len(fig.axes) == 3
+    widget = self_attention_playground()
+    assert widget.children  # controls and the output area
