@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 CORRECT, INCORRECT, NOT_ATTEMPTED = "correct", "incorrect", "not attempted"
+RESULT_KEY = "lib.checks"  # display metadata under which a notebook records each result (lib.student grades it)
 
 
 @dataclass(frozen=True)
@@ -331,7 +332,8 @@ def _show(result: CheckResult) -> None:
     if shell is not None and getattr(shell, "kernel", None) is not None:
         from IPython.display import display
 
-        display({"text/html": result._repr_html_(), "text/plain": str(result)}, raw=True)
+        record = {RESULT_KEY: {"id": result.exercise_id, "status": result.status}}
+        display({"text/html": result._repr_html_(), "text/plain": str(result)}, raw=True, metadata=record)
         result._echo_once = True
     else:
         print(result)

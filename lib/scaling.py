@@ -1,0 +1,99 @@
+"""Why attention divides the scores by √d_k: two small experiments (chapter 1).
+
+1. ``dot_product_variance``: for random q, k whose coordinates are independent with mean 0
+   and variance 1, Var(q·k) grows like d_k, and Var(q·k / √d_k) stays near 1.
+2. ``softmax_saturation``: as the gap between one score and the rest grows, softmax puts
+   nearly all its weight on one key and its derivatives shrink toward zero, so the other
+   keys stop receiving gradient.
+
+Both rest on assumptions (independent, zero-mean, unit-variance coordinates) that learned
+vectors need not satisfy: the scale is a sensible default, not a guarantee of stability.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import torch
+from matplotlib.figure import Figure
+
+from lib.attention import attention, softmax
+
+
+@dataclass(frozen=True)
+class VarianceRow:
+    d_k: int
+    raw_variance: float  # Var(q·k)
+    scaled_variance: float  # Var(q·k / √d_k)
+
+
+def dot_product_variance(d_ks=(2, 4, 8, 16, 32, 64, 128, 256, 512), n_pairs: int = 20_000, seed: int = 0):
+    """Sample ``n_pairs`` standard-normal (q, k) pairs per width and measure both variances."""
+    gen = torch.Generator().manual_seed(seed)
+    rows = []
+    for d_k in d_ks:
+        q = torch.randn(n_pairs, d_k, generator=gen, dtype=torch.float64)  # (pairs, D)
+        k = torch.randn(n_pairs, d_k, generator=gen, dtype=torch.float64)  # (pairs, D)
+        dots = (q * k).sum(dim=-1)  # (pairs,)
+        rows.append(VarianceRow(d_k, dots.var().item(), (dots / d_k**0.5).var().item()))
+    return rows
+
+
+@dataclass(frozen=True)
+class SaturationRow:
+    gap: float  # top score minus every other score
+    top_weight: float  # softmax weight on the top key
+    other_weight: float  # weight on each of the other keys
+    max_gradient: float  # largest |∂ weight_i / ∂ score_j|: how much any score can still move any weight
+
+
+def softmax_saturation(gaps=(0, 1, 2, 4, 8, 16), n_keys: int = 8):
+    """Softmax of scores [gap, 0, ..., 0] and the size of its Jacobian."""
+    rows = []
+    for gap in gaps:
+        scores = torch.zeros(n_keys, dtype=torch.float64)  # (M,)
+        scores[0] = gap
+        weights = softmax(scores)  # (M,)
+        # The softmax Jacobian is diag(w) - w wᵀ: every entry carries a factor w_i.
+        jacobian = torch.diag(weights) - torch.outer(weights, weights)  # (M, M)
+        rows.append(SaturationRow(float(gap), weights[0].item(), weights[1].item(), jacobian.abs().max().item()))
+    return rows
+
+
+def mean_top_weight(d_k: int, n_keys: int = 8, n_queries: int = 2_000, *, scaled: bool, seed: int = 0) -> float:
+    """Average largest attention weight for random unit-variance queries and keys.
+
+    Near 1 means the softmax has saturated onto one key; near 1/n_keys means it spreads out.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    # Each query gets its own keys: a batch of n_queries independent one-query reads.
+    q = torch.randn(n_queries, 1, 1, d_k, generator=gen)  # (B, H=1, N=1, D)
+    k = torch.randn(n_queries, 1, n_keys, d_k, generator=gen)  # (B, 1, M, D)
+    v = torch.zeros(n_queries, 1, n_keys, 1)  # (B, 1, M, 1): only the weights matter here
+    _, weights = attention(q, k, v, scale=None if scaled else 1.0, return_weights=True)  # (B, 1, 1, M)
+    return weights.amax(dim=-1).mean().item()
+
+
+def plot_variance(rows: list[VarianceRow]) -> Figure:
+    """Var(q·k) and Var(q·k/√d_k) against d_k, on log-log axes."""
+    fig, ax = plt.subplots(figsize=(6, 3.6), layout="constrained")
+    d_ks = [row.d_k for row in rows]
+    ax.plot(d_ks, [row.raw_variance for row in rows], "o-", label="Var(q·k)")
+    ax.plot(d_ks, [row.scaled_variance for row in rows], "s-", label="Var(q·k / √d_k)")
+    ax.plot(d_ks, d_ks, ":", color="gray", label="d_k")
+    ax.set(xscale="log", yscale="log", xlabel="key/query width d_k", ylabel="variance of the score")
+    ax.set_xticks(d_ks, [str(d) for d in d_ks])
+    ax.legend()
+    return fig
+
+
+def plot_saturation(rows: list[SaturationRow]) -> Figure:
+    """Top weight and the largest softmax derivative against the score gap."""
+    fig, ax = plt.subplots(figsize=(6, 3.6), layout="constrained")
+    gaps = [row.gap for row in rows]
+    ax.plot(gaps, [row.top_weight for row in rows], "o-", label="weight on the top key")
+    ax.plot(gaps, [row.max_gradient for row in rows], "s-", label="largest |∂ weight / ∂ score|")
+    ax.set(xlabel="score gap (top score minus the others)", ylabel="value", ylim=(-0.02, 1.05))
+    ax.legend()
+    return fig
