@@ -18,6 +18,7 @@ venv: $(STAMP)
 
 ## book: execute the notebooks (cached) and build the HTML book
 book: $(STAMP)
+	$(BIN)/python -m lib.checks --export-js book/_static/exercises.js
 	$(BIN)/jupyter-book build . $(JB_FLAGS)
 	@echo "The book is at $(CURDIR)/book/_build/html/index.html"
 

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import argparse
 import html
+import json
 import math
 import signal
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -339,10 +341,39 @@ def _show(result: CheckResult) -> None:
         print(result)
 
 
+def static_page_data() -> list[dict]:
+    """The value exercises as JSON-ready data, for grading in the static book without a kernel
+    (book/_static/check-yourself.js). Function exercises need Python and are left out."""
+    return [
+        {
+            "id": exercise.id,
+            "question": exercise.question,
+            "expected": np.asarray(exercise.expected, dtype=np.float64).tolist(),
+            "atol": exercise.atol,
+            "rtol": exercise.rtol,
+            "hints": list(exercise.hints),
+            "explanation": exercise.explanation,
+            "wrong_answers": [
+                {"value": np.asarray(w.value, dtype=np.float64).tolist(), "feedback": w.feedback}
+                for w in exercise.wrong_answers
+            ],
+        }
+        for exercise in exercises().values()
+        if isinstance(exercise, ValueExercise)
+    ]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lib.checks", description=__doc__.splitlines()[0])
     parser.add_argument("--list", action="store_true", help="list every exercise with its question")
+    parser.add_argument("--export-js", metavar="PATH", help="write the value exercises for the static book")
     args = parser.parse_args(argv)
+    if args.export_js:
+        payload = json.dumps(static_page_data(), ensure_ascii=False, indent=1)
+        Path(args.export_js).write_text(
+            f"// Written by `python -m lib.checks --export-js`.\nwindow.BOOK_EXERCISES = {payload};\n"
+        )
+        return 0
     if args.list:
         for exercise in exercises().values():
             kind = "function" if isinstance(exercise, FunctionExercise) else "value"
