@@ -129,8 +129,13 @@ class Tokenizer:
         too, so no character is ever dropped, whatever pattern a reader tries."""
         if self.pattern is None:
             return [text] if text else []
+        compiled = regex.compile(self.pattern)  # regex keeps its own cache of compiled patterns
+        if compiled.groups == 0:
+            pieces = compiled.findall(text)
+            if sum(map(len, pieces)) == len(text):
+                return pieces  # the fast path: the pattern matched every character (GPT-2/4's do)
         pieces, end = [], 0
-        for match in regex.finditer(self.pattern, text):
+        for match in compiled.finditer(text):
             if match.start() > end:
                 pieces.append(text[end : match.start()])
             if match.end() > match.start():
