@@ -27,7 +27,7 @@ import math
 
 import torch
 
-__all__ = ["softmax", "attention", "causal_mask", "padding_mask"]
+__all__ = ["softmax", "attention", "causal_mask", "padding_mask", "validate_attention_inputs"]
 
 
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -87,7 +87,7 @@ def padding_mask(lengths: torch.Tensor | list[int], n: int) -> torch.Tensor:
     return (key_pos[None, :] < lengths[:, None])[:, None, None, :]  # (B, 1, 1, M)
 
 
-def _validate(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> None:
+def validate_attention_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> None:
     """Raise a TypeError/ValueError naming the argument and the shapes seen."""
     for name, tensor in (("q", q), ("k", k), ("v", v)):
         if not isinstance(tensor, torch.Tensor):
@@ -160,7 +160,7 @@ def attention(
         The output (..., H, N, Dv), and the weights when ``return_weights``. Half-precision
         inputs are computed with a float32 softmax and returned in their own dtype.
     """
-    _validate(q, k, v, mask)
+    validate_attention_inputs(q, k, v, mask)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
     elif not (isinstance(scale, (int, float)) and math.isfinite(scale)):

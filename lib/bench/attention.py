@@ -1,0 +1,267 @@
+"""Attention implementations side by side: time and peak memory against sequence length.
+
+    python -m lib.bench attention                  # CPU, fp32, N = 512 .. 8192
+    python -m lib.bench attention --device cuda    # GPU, bf16, N = 512 .. 32768, d = 64 and 128
+    python -m lib.bench attention --sweep          # tiled block sizes at N = 4096 (CPU)
+
+B = 1, 8 heads. Time is the median of ``--repeats`` calls, the implementations taking turns
+in every round so that a noisy neighbour slows them all alike. Peak memory is the rise above
+the inputs: ``torch.cuda.max_memory_allocated`` on a GPU; on a CPU, the rise of the peak
+resident set (VmHWM, reset through /proc/self/clear_refs) in a fresh subprocess per point.
+Results go to ``chapters/results/attention_<device>.csv`` with device, torch version and date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import functools
+import gc
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from lib.attention import attention
+from lib.tiled_softmax import tiled_attention
+
+RESULTS = Path(__file__).resolve().parents[2] / "chapters" / "results"
+N_HEADS = 8
+NAIVE_MAX_N = {"cpu": 8192, "cuda": 16384}  # beyond this the naive score matrix is tens of GB
+
+
+def implementations(device: str) -> dict[str, Callable]:
+    """name -> f(q, k, v, is_causal). On CUDA each SDPA backend is pinned, and left out if it
+    cannot run (the benchmark records what ran, not what was asked for)."""
+    impls: dict[str, Callable] = {
+        "naive": lambda q, k, v, c: attention(q, k, v, is_causal=c),
+        "tiled": lambda q, k, v, c: tiled_attention(q, k, v, is_causal=c),
+        "sdpa": lambda q, k, v, c: F.scaled_dot_product_attention(q, k, v, is_causal=c),
+    }
+    if device == "cuda":
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        from lib.triton_attention import TRITON_MISSING, triton_attention
+
+        if not TRITON_MISSING:
+            impls["triton"] = lambda q, k, v, c: triton_attention(q, k, v, is_causal=c, block_q=128, block_k=64)
+        for backend in ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "MATH"):
+            impls[f"sdpa-{backend.split('_')[0].lower()}"] = functools.partial(
+                _pinned_sdpa, sdpa_kernel, getattr(SDPBackend, backend)
+            )
+        del impls["sdpa"]  # the pinned backends replace the dispatcher's choice
+    return impls
+
+
+def _pinned_sdpa(sdpa_kernel, backend, q, k, v, is_causal):
+    with sdpa_kernel(backend):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+
+
+def make_inputs(n: int, head_dim: int, dtype: torch.dtype, device: str, seed: int = 0):
+    gen = torch.Generator(device=device).manual_seed(seed)
+    return [torch.randn(1, N_HEADS, n, head_dim, generator=gen, device=device, dtype=dtype) for _ in range(3)]
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def time_round_robin(impls: dict[str, Callable], inputs, is_causal: bool, repeats: int, device: str) -> dict:
+    """Median seconds per implementation; one call each per round, after one warm-up call."""
+    times: dict[str, list[float]] = {name: [] for name in impls}
+    for name, fn in list(impls.items()):
+        try:
+            fn(*inputs, is_causal)
+            _sync(device)
+        except RuntimeError as error:  # e.g. an SDPA backend that does not support these inputs
+            print(f"  {name}: skipped ({str(error).splitlines()[0][:80]})")
+            del times[name]
+    for _ in range(repeats):
+        for name in times:
+            start = time.perf_counter()
+            impls[name](*inputs, is_causal)
+            _sync(device)
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def peak_extra_bytes_cuda(fn: Callable, inputs, is_causal: bool) -> int:
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    fn(*inputs, is_causal)
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - before
+
+
+def _status_kib(field: str) -> int:
+    return int(re.search(rf"{field}:\s+(\d+) kB", Path("/proc/self/status").read_text()).group(1))
+
+
+def _probe_cpu_memory(name: str, n: int, head_dim: int, is_causal: bool) -> int:
+    """In this (fresh) process: the rise of peak RSS over the inputs while ``name`` runs once."""
+    fn = implementations("cpu")[name]
+    fn(*make_inputs(64, head_dim, torch.float32, "cpu"), is_causal)  # load code paths first
+    inputs = make_inputs(n, head_dim, torch.float32, "cpu")
+    gc.collect()
+    Path("/proc/self/clear_refs").write_text("5")  # reset the peak (VmHWM) to the current RSS
+    before = _status_kib("VmRSS")
+    fn(*inputs, is_causal)
+    return (_status_kib("VmHWM") - before) * 1024
+
+
+def peak_extra_bytes_cpu(name: str, n: int, head_dim: int, is_causal: bool) -> int | None:
+    if not Path("/proc/self/clear_refs").exists():
+        return None  # not Linux: no way to reset the peak RSS
+    command = [sys.executable, "-m", "lib.bench.attention", "--probe", name, str(n), str(head_dim), str(int(is_causal))]
+    result = subprocess.run(command, capture_output=True, text=True, check=True)
+    return int(result.stdout.strip().splitlines()[-1])
+
+
+def device_name(device: str) -> str:
+    if device == "cuda":
+        return torch.cuda.get_device_name()
+    return platform.processor() or platform.machine()
+
+
+def run(args: argparse.Namespace) -> list[dict]:
+    device = args.device
+    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    sizes = args.sizes or (
+        [512, 1024, 2048, 4096, 8192] if device == "cpu" else [512, 1024, 2048, 4096, 8192, 16384, 32768]
+    )
+    head_dims = args.head_dims or ([64] if device == "cpu" else [64, 128])
+    impls = implementations(device)
+    today = datetime.date.today().isoformat()
+    print(f"{device_name(device)}, torch {torch.__version__}, {dtype}, B=1, heads={N_HEADS}, {today}")
+    rows: list[dict] = []
+    for head_dim in head_dims:
+        for n in sizes:
+            inputs = make_inputs(n, head_dim, dtype, device)
+            for is_causal in (False, True):
+                chosen = {
+                    name: fn
+                    for name, fn in impls.items()
+                    if not (name in ("naive", "sdpa-math") and (n > NAIVE_MAX_N[device] or is_causal))
+                }
+                medians = time_round_robin(chosen, inputs, is_causal, args.repeats, device)
+                for name, seconds in medians.items():
+                    memory = None
+                    if not args.no_memory:
+                        memory = (
+                            peak_extra_bytes_cuda(chosen[name], inputs, is_causal)
+                            if device == "cuda"
+                            else peak_extra_bytes_cpu(name, n, head_dim, is_causal)
+                        )
+                    rows.append({
+                        "device": device, "device_name": device_name(device), "torch": torch.__version__,
+                        "date": today, "impl": name, "n": n, "heads": N_HEADS, "head_dim": head_dim,
+                        "dtype": str(dtype).removeprefix("torch."), "causal": is_causal,
+                        "median_ms": round(seconds * 1e3, 3),
+                        "peak_extra_mib": None if memory is None else round(memory / 2**20, 2),
+                    })  # fmt: skip
+                    print(
+                        f"  d={head_dim:3d} N={n:6d} {'causal' if is_causal else 'full  '} {name:15} "
+                        f"{seconds * 1e3:10.2f} ms  " + ("" if memory is None else f"{memory / 2**20:9.1f} MiB")
+                    )
+            del inputs
+    out = Path(args.out or RESULTS / f"attention_{device}.csv")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"\nwrote {out}")
+    print("\n".join(ratios(rows)))
+    return rows
+
+
+def ratios(rows: list[dict]) -> list[str]:
+    """The comparisons the chapter (and the issue's bars) care about, from one run's rows."""
+
+    def pick(impl, n, causal, head_dim, key="median_ms"):
+        for row in rows:
+            if (row["impl"], row["n"], row["causal"], row["head_dim"]) == (impl, n, causal, head_dim):
+                return row[key]
+        return None
+
+    lines = []
+    for head_dim in sorted({row["head_dim"] for row in rows}):
+        for n in sorted({row["n"] for row in rows}):
+            sdpa_names = [r["impl"] for r in rows if r["impl"].startswith("sdpa") and r["n"] == n and not r["causal"]]
+            fastest = min(sdpa_names, key=lambda name: pick(name, n, False, head_dim) or float("inf"), default=None)
+            tiled, tiled_causal = pick("tiled", n, False, head_dim), pick("tiled", n, True, head_dim)
+            parts = [f"d={head_dim} N={n}:"]
+            if tiled and fastest:
+                parts.append(f"tiled / {fastest} time = {tiled / pick(fastest, n, False, head_dim):.2f}")
+            if tiled and tiled_causal:
+                parts.append(f"causal / full tiled time = {tiled_causal / tiled:.2f}")
+            triton = pick("triton", n, False, head_dim)
+            if triton and fastest:
+                parts.append(f"triton throughput / {fastest} = {pick(fastest, n, False, head_dim) / triton:.2f}")
+            naive_mem = pick("naive", n, False, head_dim, "peak_extra_mib")
+            if naive_mem:
+                for name in ["tiled", fastest]:
+                    mem = pick(name, n, False, head_dim, "peak_extra_mib")
+                    if mem is not None:
+                        parts.append(f"{name} / naive peak memory = {mem / naive_mem:.4f}")
+            lines.append("  ".join(parts))
+    return lines
+
+
+def sweep(args: argparse.Namespace) -> None:
+    """Tiled block sizes at one N on the CPU, each timed against SDPA in the same rounds."""
+    n = args.sizes[0] if args.sizes else 4096
+    inputs = make_inputs(n, 64, torch.float32, "cpu")
+    print(f"N={n}, d=64, fp32, heads={N_HEADS}: time relative to SDPA (full) and causal / full")
+    for block_q, block_k in args.blocks or [(128, 256), (128, 512), (256, 256), (256, 512), (512, 256), (512, 512)]:
+        impls = {
+            "sdpa": lambda q, k, v, c: F.scaled_dot_product_attention(q, k, v, is_causal=c),
+            "tiled": lambda q, k, v, c, bq=block_q, bk=block_k: tiled_attention(q, k, v, is_causal=c, block_q=bq, block_k=bk),
+        }  # fmt: skip
+        full = time_round_robin(impls, inputs, False, args.repeats, "cpu")
+        causal = time_round_robin({"tiled": impls["tiled"]}, inputs, True, args.repeats, "cpu")
+        print(f"  block_q={block_q:4d} block_k={block_k:4d}: tiled / sdpa = {full['tiled'] / full['sdpa']:.2f}"
+              f"   causal / full = {causal['tiled'] / full['tiled']:.2f}")  # fmt: skip
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--sizes", type=int, nargs="+", help="sequence lengths N")
+    parser.add_argument("--head-dims", type=int, nargs="+", help="head widths d")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurements")
+    parser.add_argument("--out", help="CSV path (default chapters/results/attention_<device>.csv)")
+    parser.add_argument("--sweep", action="store_true", help="time tiled block sizes against SDPA instead")
+    parser.add_argument(
+        "--blocks",
+        type=lambda text: tuple(map(int, text.split("x"))),
+        nargs="+",
+        help="block sizes for --sweep, as QxK (e.g. 256x512)",
+    )
+
+
+def main(args: argparse.Namespace) -> None:
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: no CUDA device here")
+    if args.sweep:
+        sweep(args)
+    else:
+        run(args)
+
+
+if __name__ == "__main__":  # the memory probe, run in a fresh process by peak_extra_bytes_cpu
+    probe = argparse.ArgumentParser()
+    probe.add_argument("--probe", nargs=4, required=True, metavar=("IMPL", "N", "HEAD_DIM", "CAUSAL"))
+    name, n, head_dim, causal = probe.parse_args().probe
+    print(_probe_cpu_memory(name, int(n), int(head_dim), bool(int(causal))))

@@ -1,0 +1,128 @@
+"""What attention costs as the context grows: arithmetic, memory, and edge counts (chapter 5).
+
+Models, not measurements: FLOPs count the multiply-adds of the matrix products (2 per
+multiply-add), bytes count what a tensor holds. Measured latency depends on kernels,
+hardware and memory traffic; see ``python -m lib.bench attention`` for that.
+
+Symbols as in the lesson: N queries (= keys in self-attention), d model width, h heads,
+d_k = d_v = d / h per head, f the FFN hidden width, w a window width, g global tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+MIB, GIB = 2**20, 2**30
+
+
+def score_matrix_bytes(
+    n_queries: int, n_keys: int | None = None, *, heads: int = 1, batch: int = 1, bytes_per_element: int = 2
+) -> int:
+    """Bytes of one materialized (B, h, N, M) score (or weight) matrix."""
+    n_keys = n_queries if n_keys is None else n_keys
+    return batch * heads * n_queries * n_keys * bytes_per_element
+
+
+@dataclass(frozen=True)
+class LayerFlops:
+    """FLOPs of one transformer layer's forward pass at sequence length n."""
+
+    scores: int  # Q Kᵀ: quadratic in n
+    weighted_values: int  # A V: quadratic in n
+    projections: int  # W_Q, W_K, W_V, W_O: linear in n
+    ffn: int  # two projections d -> f -> d: linear in n
+
+    @property
+    def pairwise(self) -> int:
+        return self.scores + self.weighted_values
+
+    @property
+    def linear(self) -> int:
+        return self.projections + self.ffn
+
+    @property
+    def total(self) -> int:
+        return self.pairwise + self.linear
+
+
+def layer_flops(n: int, d_model: int, *, ffn_width: int | None = None, n_keys: int | None = None) -> LayerFlops:
+    """Dense attention with h·d_k = h·d_v = d, and a two-projection FFN (f = 4d by default).
+
+    QKᵀ is, per head, an (N, d_k) by (d_k, M) product: 2·N·M·d_k FLOPs, so 2·N·M·d over
+    all heads, whatever h is; AV likewise. The four projections are (N, d) by (d, d)
+    products, and the FFN is (N, d)(d, f) then (N, f)(f, d).
+    """
+    ffn_width = 4 * d_model if ffn_width is None else ffn_width
+    n_keys = n if n_keys is None else n_keys
+    return LayerFlops(
+        scores=2 * n * n_keys * d_model,
+        weighted_values=2 * n * n_keys * d_model,
+        projections=4 * 2 * n * d_model * d_model,
+        ffn=2 * 2 * n * d_model * ffn_width,
+    )
+
+
+# --- which query-key pairs a pattern allows -----------------------------------------------
+
+
+def dense_pairs(n: int) -> int:
+    return n * n
+
+
+def causal_pairs(n: int) -> int:
+    """Query i reads keys 0..i: 1 + 2 + ... + n."""
+    return n * (n + 1) // 2
+
+
+def window_pairs(n: int, window: int) -> int:
+    """Causal sliding window: query i reads itself and the ``window - 1`` keys before it."""
+    window = min(window, n)
+    return window * (window + 1) // 2 + (n - window) * window  # the first rows are cut short
+
+
+def global_local_pairs(n: int, window: int, n_global: int) -> int:
+    """Sparse local + global (Longformer-style, bidirectional): query i reads keys with
+    |i - j| < window, and the first ``n_global`` tokens read and are read by everyone."""
+    radius = window - 1
+    band = n + 2 * sum(n - offset for offset in range(1, min(radius, n - 1) + 1))  # |i - j| <= radius
+    g = min(n_global, n)
+    # Inclusion-exclusion: the global rows and columns hold 2gn - g² pairs; take away those
+    # already in the band (the band is symmetric, so rows and columns overlap it equally).
+    band_in_global_rows = sum(min(n, i + radius + 1) - max(0, i - radius) for i in range(g))
+    band_in_global_block = sum(min(g, i + radius + 1) - max(0, i - radius) for i in range(g))
+    return band + (2 * g * n - g * g) - (2 * band_in_global_rows - band_in_global_block)
+
+
+def linear_attention_cost(n: int, feature_dim: int) -> int:
+    """Linear attention never forms pairs: it builds φ(K)ᵀV once (n rows of a feature_dim-wide
+    map) and each query reads it, so its cost grows as n · feature_dim, not n²."""
+    return n * feature_dim
+
+
+def pattern_mask(pattern: str, n: int, *, window: int = 0, n_global: int = 0) -> torch.Tensor:
+    """The boolean (N, N) mask of a pattern, True = may read: the brute-force reference."""
+    rows = torch.arange(n)[:, None]  # (N, 1)
+    cols = torch.arange(n)[None, :]  # (1, N)
+    if pattern == "dense":
+        return torch.ones(n, n, dtype=torch.bool)
+    if pattern == "causal":
+        return cols <= rows
+    if pattern == "window":
+        return (cols <= rows) & (cols > rows - window)
+    if pattern == "global+local":
+        is_global = torch.arange(n) < n_global
+        return ((rows - cols).abs() < window) | is_global[:, None] | is_global[None, :]
+    raise ValueError(f"pattern must be dense, causal, window or global+local, got {pattern!r}")
+
+
+def edge_counts(n: int, *, window: int = 256, n_global: int = 16, feature_dim: int = 64) -> dict[str, int]:
+    """Modeled work units of each pattern at length n (pairs; n · feature_dim for linear)."""
+    return {
+        "dense": dense_pairs(n),
+        "causal": causal_pairs(n),
+        f"window (w={window})": window_pairs(n, window),
+        f"global+local (w={window}, g={n_global})": global_local_pairs(n, window, n_global),
+        f"linear (features={feature_dim})": linear_attention_cost(n, feature_dim),
+    }

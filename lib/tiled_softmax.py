@@ -1,0 +1,234 @@
+"""Exact attention in tiles: online softmax and FlashAttention, forward and backward (chapter 5).
+
+Naive attention (lib.attention) materializes the whole (N, M) score matrix per head. The
+tiled version never does: it walks over blocks of keys keeping, for every query row,
+    m   the largest score seen so far,
+    l   the sum of exp(score - m) so far,
+    acc the sum of exp(score - m) · value so far,
+and when a new block raises m it rescales l and acc by exp(m_old - m_new) before adding
+the block. At the end acc / l is exactly softmax(scores) @ v: one global softmax, not a
+softmax per tile (Dao et al. 2022, Algorithm 1; the loop order is FlashAttention-2's).
+
+Shape letters: B batch axes (``...``), H query heads, Hkv key/value heads, G = H // Hkv
+query heads per KV head, N queries, M keys, D head width, Dv value width, bq/bk the
+query/key block sizes.
+
+On a CPU "SRAM" is the cache and "HBM" is main memory; what matters here is that no tensor
+bigger than a (bq, bk) tile per head is ever created, so memory stays linear in N.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import torch
+
+from lib.attention import validate_attention_inputs
+
+# Defaults chosen with `python -m lib.bench attention --sweep` on a 2-core CPU. A (256, 512)
+# tile is 512 KB per head in fp32: big enough that the Python loop stays short (128 tiles
+# for 8 heads at N=4096) and the matrix products run near full speed, small enough that the
+# tile of 8 heads (4 MB) stays in the cores' L2 caches and peak memory at N=8192 is a few
+# tiles rather than the 2 GB score matrix.
+BLOCK_Q, BLOCK_K = 256, 512
+
+
+def online_softmax_steps(x: torch.Tensor, block_size: int) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
+    """Walk the last axis of ``x`` in blocks, yielding (block end, m, l) after each block.
+
+    m is the running row maximum, l the running sum of exp(x - m). When a block raises the
+    maximum, the old sum is rescaled by exp(m_old - m_new): it was computed against the old
+    maximum. Print the states to watch the rescaling happen.
+    """
+    m = torch.full(x.shape[:-1], float("-inf"), dtype=x.dtype, device=x.device)  # (...,)
+    l = torch.zeros(x.shape[:-1], dtype=x.dtype, device=x.device)  # (...,)
+    for start in range(0, x.shape[-1], block_size):
+        block = x[..., start : start + block_size]  # (..., block)
+        m_new = torch.maximum(m, block.amax(dim=-1))
+        shift = _finite_or_zero(m_new)  # a row of -inf so far shifts by 0: exp(-inf - 0) = 0, not NaN
+        l = l * torch.exp(m - shift) + torch.exp(block - shift[..., None]).sum(dim=-1)
+        m = m_new
+        yield min(start + block_size, x.shape[-1]), m, l
+
+
+def online_softmax(x: torch.Tensor, block_size: int = 128) -> torch.Tensor:
+    """softmax(x, dim=-1) from one blockwise pass for m and l, then exp(x - m) / l."""
+    if x.shape[-1] == 0:
+        return x.clone()
+    _, m, l = list(online_softmax_steps(x, block_size))[-1]  # after the last block: row max and sum
+    weights = torch.exp(x - _finite_or_zero(m)[..., None])
+    return weights / torch.where(l > 0, l, torch.ones_like(l))[..., None]  # all -inf rows stay 0
+
+
+def _finite_or_zero(m: torch.Tensor) -> torch.Tensor:
+    """A row max of -inf (nothing readable yet) becomes 0, so exp(-inf - 0) = 0, not NaN."""
+    return torch.nan_to_num(m, neginf=0.0)
+
+
+def _grouped(q, k, v, mask):
+    """Views that let query heads share their KV head by broadcasting, with no copy of k, v."""
+    n_kv_heads = k.shape[-3] if k.ndim >= 3 else 1
+    if q.ndim == 2:  # (N, D): one head
+        q, k, v = q[None], k[None], v[None]
+    n_groups = q.shape[-3] // k.shape[-3]
+    q_g = q.unflatten(-3, (n_kv_heads, n_groups))  # (..., Hkv, G, N, D)
+    k_g, v_g = k.unsqueeze(-3), v.unsqueeze(-3)  # (..., Hkv, 1, M, D)
+    score_shape = (*q.shape[:-1], k.shape[-2])  # (..., H, N, M)
+    mask_g = None
+    if mask is not None:  # a broadcast view, sliced one tile at a time below: never materialized
+        mask_g = mask.expand(score_shape).unflatten(-3, (n_kv_heads, n_groups))  # (..., Hkv, G, N, M)
+    return q_g, k_g, v_g, mask_g
+
+
+def _key_tiles(is_causal, q_start, bq, n_queries, n_keys, block_k):
+    """(start, end, on_diagonal) for each key tile that query rows [q_start, q_start + bq) read.
+
+    Causal attention has two phases, as in FlashAttention: keys before the block's first
+    query position are readable by every row of the block, so those tiles need no mask and
+    go in wide blocks of ``block_k``; the keys from there up to the last row's position form
+    the diagonal, masked, at most ``bq`` wide. Keys after that are never read: skipped.
+    """
+    if not is_causal:
+        return [(start, min(start + block_k, n_keys), False) for start in range(0, n_keys, block_k)]
+    offset = n_keys - n_queries  # query i sits at absolute position i + offset (bottom-right)
+    diagonal = min(max(0, q_start + offset), n_keys)  # first key some row of the block may not read
+    key_end = min(max(0, q_start + bq + offset), n_keys)  # one past the last key any row reads
+    tiles = [(start, min(start + block_k, diagonal), False) for start in range(0, diagonal, block_k)]
+    tiles += [(start, min(start + block_k, key_end), True) for start in range(diagonal, key_end, block_k)]
+    return tiles
+
+
+def _tile_scores(q_blk, k_blk, mask_g, on_diagonal, q_start, k_start, n_queries, n_keys, scratch=None):
+    """Scores of one (bq, bk) tile with every mask applied: (..., Hkv, G, bq, bk).
+
+    ``scratch``, a flat buffer of at least one tile, is reused for every tile. Our stand-in
+    for on-chip SRAM: fresh multi-megabyte tensors cost page faults on every tile, and
+    writing into the same memory keeps it warm in the CPU cache.
+    """
+    bq, bk = q_blk.shape[-2], k_blk.shape[-2]
+    shape = (*torch.broadcast_shapes(q_blk.shape[:-2], k_blk.shape[:-2]), bq, bk)
+    out = None if scratch is None else scratch[: math.prod(shape)].view(shape)
+    scores = torch.matmul(q_blk, k_blk.transpose(-2, -1), out=out)  # (..., Hkv, G, bq, bk); q_blk is pre-scaled
+    if mask_g is not None:
+        tile_mask = mask_g[..., q_start : q_start + bq, k_start : k_start + bk]
+        if tile_mask.dtype == torch.bool:
+            scores.masked_fill_(~tile_mask, float("-inf"))
+        else:
+            scores.add_(tile_mask)
+    if on_diagonal:  # causal, bottom-right: query i (position M - N + i) reads keys j <= M - N + i
+        rows = torch.arange(q_start, q_start + bq, device=scores.device)[:, None] + (n_keys - n_queries)
+        cols = torch.arange(k_start, k_start + bk, device=scores.device)[None, :]
+        scores.masked_fill_(cols > rows, float("-inf"))
+    return scores
+
+
+def _forward(q, k, v, mask, is_causal, scale, block_q, block_k):
+    """Returns the output (..., H, N, Dv) and the row log-sum-exp (..., H, N) for backward."""
+    q_g, k_g, v_g, mask_g = _grouped(q, k, v, mask)
+    n_queries, n_keys = q_g.shape[-2], k_g.shape[-2]
+    # Accumulate in float32 at least, whatever the input dtype (m, l and acc stay fp32 on chip).
+    acc_dtype = torch.promote_types(q.dtype, torch.float32)
+    out = torch.empty(*q_g.shape[:-1], v_g.shape[-1], dtype=q.dtype, device=q.device)  # (..., Hkv, G, N, Dv)
+    lse = torch.empty(q_g.shape[:-1], dtype=acc_dtype, device=q.device)  # (..., Hkv, G, N)
+    tile_shape = (*q_g.shape[:-2], min(block_q, n_queries), min(block_k, n_keys))  # (..., Hkv, G, bq, bk)
+    scratch = torch.empty(math.prod(tile_shape), dtype=acc_dtype, device=q.device)  # one tile, reused
+    for q_start in range(0, n_queries, block_q):  # FA-2: the outer loop over query blocks
+        q_blk = q_g[..., q_start : q_start + block_q, :].to(acc_dtype) * scale  # (..., Hkv, G, bq, D)
+        bq = q_blk.shape[-2]
+        m = torch.full(q_blk.shape[:-1], float("-inf"), dtype=acc_dtype, device=q.device)  # (..., bq)
+        l = torch.zeros_like(m)  # (..., bq)
+        acc = torch.zeros(*q_blk.shape[:-1], v_g.shape[-1], dtype=acc_dtype, device=q.device)  # (..., bq, Dv)
+        for k_start, k_end, on_diagonal in _key_tiles(is_causal, q_start, bq, n_queries, n_keys, block_k):
+            k_blk = k_g[..., k_start:k_end, :].to(acc_dtype)  # (..., Hkv, 1, bk, D)
+            v_blk = v_g[..., k_start:k_end, :].to(acc_dtype)  # (..., Hkv, 1, bk, Dv)
+            scores = _tile_scores(q_blk, k_blk, mask_g, on_diagonal, q_start, k_start, n_queries, n_keys, scratch)
+            # Algorithm 1, lines 9-12: new row max, rescale what we had, add this tile.
+            m_new = torch.maximum(m, scores.amax(dim=-1))  # (..., bq)
+            shift = _finite_or_zero(m_new)
+            probs = scores.sub_(shift[..., None]).exp_()  # (..., bq, bk), in place: one tile alive
+            rescale = torch.exp(m - shift)  # (..., bq); 0 while a row has seen only -inf
+            l = l * rescale + probs.sum(dim=-1)
+            acc.mul_(rescale[..., None]).add_(probs @ v_blk)  # (..., bq, Dv), in place
+            m = m_new
+        # Algorithm 1, line 15: divide once at the end. A row with no allowed key has l = 0.
+        out[..., q_start : q_start + bq, :] = (acc / torch.where(l > 0, l, torch.ones_like(l))[..., None]).to(q.dtype)
+        lse[..., q_start : q_start + bq] = torch.where(l > 0, m + torch.log(l), torch.full_like(l, float("-inf")))
+    out_shape = (*q.shape[:-1], v.shape[-1])
+    return out.reshape(out_shape), lse.reshape(q.shape[:-1])
+
+
+def _backward(grad_out, q, k, v, out, lse, mask, is_causal, scale, block_q, block_k):
+    """FlashAttention-2's backward: recompute each tile's probabilities from q, k and the saved
+    log-sum-exp, and accumulate dq, dk, dv tile by tile (Dao 2023, Algorithm 2)."""
+    q_g, k_g, v_g, mask_g = _grouped(q, k, v, mask)
+    n_queries, n_keys = q_g.shape[-2], k_g.shape[-2]
+    acc_dtype = torch.promote_types(q.dtype, torch.float32)
+    do_g = grad_out.reshape(*q_g.shape[:-1], v_g.shape[-1]).to(acc_dtype)  # (..., Hkv, G, N, Dv)
+    o_g = out.reshape(do_g.shape).to(acc_dtype)
+    lse_g = lse.reshape(q_g.shape[:-1])  # (..., Hkv, G, N)
+    delta = (do_g * o_g).sum(dim=-1)  # (..., Hkv, G, N): rowsum(dO ∘ O), the softmax-backward term
+    dq = torch.zeros(q_g.shape, dtype=acc_dtype, device=q.device)  # (..., Hkv, G, N, D)
+    dk = torch.zeros(k_g.shape[:-3] + k_g.shape[-2:], dtype=acc_dtype, device=q.device)  # (..., Hkv, M, D)
+    dv = torch.zeros(v_g.shape[:-3] + v_g.shape[-2:], dtype=acc_dtype, device=q.device)  # (..., Hkv, M, Dv)
+    for q_start in range(0, n_queries, block_q):
+        q_blk = q_g[..., q_start : q_start + block_q, :].to(acc_dtype) * scale  # (..., Hkv, G, bq, D)
+        bq = q_blk.shape[-2]
+        rows = slice(q_start, q_start + bq)
+        lse_blk = lse_g[..., rows].to(acc_dtype)[..., None]  # (..., bq, 1)
+        for k_start, k_end, on_diagonal in _key_tiles(is_causal, q_start, bq, n_queries, n_keys, block_k):
+            cols = slice(k_start, k_end)
+            k_blk, v_blk = k_g[..., cols, :].to(acc_dtype), v_g[..., cols, :].to(acc_dtype)  # (..., Hkv, 1, bk, ·)
+            scores = _tile_scores(q_blk, k_blk, mask_g, on_diagonal, q_start, k_start, n_queries, n_keys)
+            # p = exp(s - lse); rows that read nothing have lse = -inf and p = 0.
+            probs = torch.exp(scores - torch.where(torch.isfinite(lse_blk), lse_blk, torch.zeros_like(lse_blk)))
+            probs = torch.where(torch.isfinite(lse_blk), probs, torch.zeros_like(probs))  # (..., bq, bk)
+            do_blk = do_g[..., rows, :]  # (..., Hkv, G, bq, Dv)
+            dv[..., cols, :] += (probs.transpose(-2, -1) @ do_blk).sum(dim=-3)  # sum over the G heads sharing v
+            dprobs = do_blk @ v_blk.transpose(-2, -1)  # (..., bq, bk)
+            dscores = probs * (dprobs - delta[..., rows, None])  # (..., bq, bk): softmax backward
+            dq[..., rows, :] += (dscores @ k_blk) * scale
+            dk[..., cols, :] += (dscores.transpose(-2, -1) @ q_blk).sum(dim=-3)  # q_blk already carries scale
+    return dq.reshape(q.shape).to(q.dtype), dk.reshape(k.shape).to(k.dtype), dv.reshape(v.shape).to(v.dtype)
+
+
+class TiledAttention(torch.autograd.Function):
+    """Saves q, k, v, the output and the row log-sum-exp: O(N) extra, never the (N, M) matrix."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, mask, is_causal, scale, block_q, block_k):
+        out, lse = _forward(q, k, v, mask, is_causal, scale, block_q, block_k)
+        ctx.save_for_backward(q, k, v, out, lse, mask)
+        ctx.settings = (is_causal, scale, block_q, block_k)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        q, k, v, out, lse, mask = ctx.saved_tensors
+        dq, dk, dv = _backward(grad_out, q, k, v, out, lse, mask, *ctx.settings)
+        return dq, dk, dv, None, None, None, None, None  # the mask is a constant
+
+
+def tiled_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    *,
+    is_causal: bool = False,
+    scale: float | None = None,
+    block_q: int = BLOCK_Q,
+    block_k: int = BLOCK_K,
+) -> torch.Tensor:
+    """``lib.attention.attention``'s contract, computed tile by tile (no weights returned).
+
+    Shapes, grouped-query heads, bool/float masks, bottom-right ``is_causal`` and the zero
+    rows for queries with nothing to read are all as in ``lib.attention``. Differentiable
+    with FlashAttention's backward. A float mask is treated as a constant (no gradient).
+    """
+    validate_attention_inputs(q, k, v, mask)
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    if block_q < 1 or block_k < 1:
+        raise ValueError(f"block sizes must be positive, got block_q={block_q}, block_k={block_k}")
+    return TiledAttention.apply(q, k, v, mask, is_causal, float(scale), block_q, block_k)

@@ -1,0 +1,158 @@
+"""FlashAttention's forward pass as a Triton kernel (chapter 5).
+
+The same algorithm as ``lib.tiled_softmax``, but one program instance per (query block,
+batch × head) runs on the GPU: its query tile, running max m, running sum l and
+accumulator live in registers and shared memory (SRAM); keys and values stream in from
+HBM one block at a time; the (BLOCK_Q, BLOCK_K) score tile never leaves the chip.
+
+Without CUDA the kernel runs in Triton's interpreter (``TRITON_INTERPRET=1``, set below
+before triton is imported): slow, but the same code, so tests check it on a CPU. Subtle:
+triton reads the variable when first imported, and torch can import it on its own (its
+compiler stack does), so in a process that did that first, set it yourself beforehand
+(tests/conftest.py does).
+Where triton is not installed, ``TRITON_MISSING`` says so and ``triton_attention`` raises.
+
+Supported: q (B, H, N, D), k and v (B, Hkv, M, D) with H a multiple of Hkv; no mask or
+``is_causal`` (bottom-right, as everywhere in the book); fp32, fp16, bf16; any N, M and
+D <= 256. Forward only.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # must precede `import triton`
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError as error:  # pragma: no cover - exercised where triton is absent
+    triton = None
+    TRITON_MISSING = f"triton is not installed ({error}); `pip install triton` to run this kernel"
+else:
+    TRITON_MISSING = ""
+
+if triton is not None:
+
+    @triton.jit
+    def _attention_forward_kernel(
+        q_ptr, k_ptr, v_ptr, out_ptr,
+        stride_qb, stride_qh, stride_qn, stride_qd,
+        stride_kb, stride_kh, stride_kn, stride_kd,
+        stride_vb, stride_vh, stride_vn, stride_vd,
+        stride_ob, stride_oh, stride_on, stride_od,
+        n_heads, n_groups, n_queries, n_keys, head_dim, scale_log2,
+        IS_CAUSAL: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr,
+        INPUT_PRECISION: tl.constexpr,
+    ):  # fmt: skip
+        query_block = tl.program_id(0)
+        batch_head = tl.program_id(1)
+        batch, head = batch_head // n_heads, batch_head % n_heads
+        kv_head = head // n_groups  # grouped-query attention: consecutive heads share a KV head
+
+        rows = query_block * BLOCK_Q + tl.arange(0, BLOCK_Q)  # (BLOCK_Q,) query indices
+        dims = tl.arange(0, BLOCK_D)  # (BLOCK_D,) head dimensions, padded to a power of two
+        row_ok, dim_ok = rows < n_queries, dims < head_dim
+
+        # Load this program's query tile once; it stays on chip for the whole key loop.
+        q_tile = tl.load(
+            q_ptr + batch * stride_qb + head * stride_qh + rows[:, None] * stride_qn + dims[None, :] * stride_qd,
+            mask=row_ok[:, None] & dim_ok[None, :], other=0.0,
+        )  # (BLOCK_Q, BLOCK_D)  # fmt: skip
+        m = tl.full([BLOCK_Q], float("-inf"), dtype=tl.float32)  # running max, in log2 units
+        l = tl.zeros([BLOCK_Q], dtype=tl.float32)  # running sum of exp2(score - m)
+        acc = tl.zeros([BLOCK_Q, BLOCK_D], dtype=tl.float32)  # running sum of exp2(score - m) · v
+
+        # Causal (bottom-right): query i reads keys j <= i + M - N, so this block needs keys
+        # below (last row + 1) + M - N, and the loop stops there instead of masking the rest.
+        key_end = n_keys
+        if IS_CAUSAL:
+            key_end = tl.minimum(n_keys, (query_block + 1) * BLOCK_Q + n_keys - n_queries)
+        k_base = k_ptr + batch * stride_kb + kv_head * stride_kh
+        v_base = v_ptr + batch * stride_vb + kv_head * stride_vh
+        for start in range(0, key_end, BLOCK_K):
+            cols = start + tl.arange(0, BLOCK_K)  # (BLOCK_K,) key indices
+            col_ok = cols < n_keys
+            # Stream one key block in from HBM, transposed for the dot product.
+            k_tile = tl.load(
+                k_base + cols[None, :] * stride_kn + dims[:, None] * stride_kd,
+                mask=col_ok[None, :] & dim_ok[:, None], other=0.0,
+            )  # (BLOCK_D, BLOCK_K)  # fmt: skip
+            # Scores in log2 units: exp2(x · log2 e) = exp(x), and exp2 is the faster instruction.
+            scores = tl.dot(q_tile, k_tile, input_precision=INPUT_PRECISION) * scale_log2  # (BLOCK_Q, BLOCK_K)
+            allowed = col_ok[None, :]
+            if IS_CAUSAL:
+                allowed = allowed & (cols[None, :] <= rows[:, None] + n_keys - n_queries)
+            scores = tl.where(allowed, scores, float("-inf"))
+
+            # Online softmax: raise the max, rescale what was accumulated, add this block.
+            m_new = tl.maximum(m, tl.max(scores, 1))
+            shift = tl.where(m_new == float("-inf"), 0.0, m_new)  # rows that have read nothing yet
+            probs = tl.exp2(scores - shift[:, None])  # (BLOCK_Q, BLOCK_K)
+            rescale = tl.exp2(m - shift)
+            l = l * rescale + tl.sum(probs, 1)
+            v_tile = tl.load(
+                v_base + cols[:, None] * stride_vn + dims[None, :] * stride_vd,
+                mask=col_ok[:, None] & dim_ok[None, :], other=0.0,
+            )  # (BLOCK_K, BLOCK_D)  # fmt: skip
+            acc = acc * rescale[:, None]
+            acc = tl.dot(probs.to(v_tile.dtype), v_tile, acc, input_precision=INPUT_PRECISION)
+            m = m_new
+
+        # Normalize once, write the tile back to HBM. Rows with no allowed key have l = 0: zeros.
+        out_tile = acc / tl.where(l > 0, l, 1.0)[:, None]
+        tl.store(
+            out_ptr + batch * stride_ob + head * stride_oh + rows[:, None] * stride_on + dims[None, :] * stride_od,
+            out_tile.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & dim_ok[None, :],
+        )  # fmt: skip
+
+
+def triton_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    is_causal: bool = False,
+    scale: float | None = None,
+    block_q: int = 64,
+    block_k: int = 64,
+) -> torch.Tensor:
+    """FlashAttention forward in Triton: (B, H, N, D) queries, (B, Hkv, M, D) keys/values.
+
+    Block sizes: 64 × 64 keeps the fp32 accumulator, the query tile and one key/value tile
+    of width 128 within a GPU's registers and shared memory; bigger tiles reuse each loaded
+    key more often but spill. They must be powers of two, at least 16 (tl.dot's minimum).
+    """
+    if TRITON_MISSING:
+        raise RuntimeError(TRITON_MISSING)
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.ndim != 4:
+            raise ValueError(f"{name} must be (B, heads, tokens, D), got {tuple(t.shape)}")
+    if k.shape != v.shape or q.shape[0] != k.shape[0] or q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"need q (B, H, N, D) and k, v (B, Hkv, M, D) of one shape: "
+            f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
+    batch, n_heads, n_queries, head_dim = q.shape
+    n_kv_heads, n_keys = k.shape[1], k.shape[2]
+    if n_heads % n_kv_heads:
+        raise ValueError(f"q has {n_heads} heads, not a multiple of the {n_kv_heads} KV heads")
+    if head_dim > 256:
+        raise ValueError(f"head width {head_dim} > 256 is not supported")
+    if q.dtype != k.dtype or q.dtype != v.dtype:
+        raise TypeError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
+    out = torch.empty_like(q)  # (B, H, N, D)
+    grid = (triton.cdiv(n_queries, block_q), batch * n_heads)
+    _attention_forward_kernel[grid](
+        q, k, v, out, *q.stride(), *k.stride(), *v.stride(), *out.stride(),
+        n_heads, n_heads // n_kv_heads, n_queries, n_keys, head_dim, scale * math.log2(math.e),
+        IS_CAUSAL=is_causal, BLOCK_Q=block_q, BLOCK_K=block_k,
+        BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
+        INPUT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",  # fp32 stays exact; halves ignore it
+    )  # fmt: skip
+    return out

@@ -1,0 +1,159 @@
+"""Tiled attention: equal to lib.attention (outputs and gradients), and never bigger than a tile."""
+
+import math
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from lib.attention import attention, causal_mask, softmax
+from lib.tiled_softmax import online_softmax, online_softmax_steps, tiled_attention
+
+
+def random_qkv(batch, h, h_kv, n, m, d, d_v, dtype=torch.float64, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return (
+        torch.randn(*batch, h, n, d, generator=gen, dtype=dtype),
+        torch.randn(*batch, h_kv, m, d, generator=gen, dtype=dtype),
+        torch.randn(*batch, h_kv, m, d_v, generator=gen, dtype=dtype),
+    )
+
+
+def test_online_softmax_equals_softmax():
+    x = torch.randn(4, 37, generator=torch.Generator().manual_seed(0)) * 10
+    x[1] = float("-inf")  # a fully masked row
+    x[2, :20] = float("-inf")  # a row whose first blocks are all masked
+    for block in (1, 5, 16, 37, 100):
+        torch.testing.assert_close(online_softmax(x, block), softmax(x))
+
+
+def test_online_softmax_state_rescales_when_the_max_grows():
+    steps = list(online_softmax_steps(torch.tensor([1.0, 5.0, 2.0]), block_size=1))
+    assert [end for end, _, _ in steps] == [1, 2, 3]
+    assert [m.item() for _, m, _ in steps] == [1.0, 5.0, 5.0]
+    # after block 2 the old sum exp(1 - 1) = 1 is rescaled to exp(1 - 5), then exp(0) is added
+    expected_l = [1.0, math.exp(-4) + 1, math.exp(-4) + 1 + math.exp(-3)]
+    assert [l.item() for _, _, l in steps] == pytest.approx(expected_l)
+
+
+# (batch, H, Hkv, N, M, D, Dv, block_q, block_k): N and M off the blocks, N = 1, M != N, GQA
+SHAPES = [
+    ((2,), 4, 2, 37, 53, 16, 8, 8, 16),
+    ((1,), 2, 2, 1, 29, 8, 8, 4, 8),
+    ((), 3, 1, 20, 7, 5, 6, 16, 3),
+    ((2, 2), 4, 4, 64, 64, 8, 8, 16, 16),
+    ((1,), 8, 2, 33, 33, 16, 16, 256, 1024),  # the default-sized blocks: one tile
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("mask_kind", [None, "bool", "float"])
+def test_matches_lib_attention(shape, is_causal, mask_kind):
+    batch, h, h_kv, n, m, d, d_v, block_q, block_k = shape
+    q, k, v = random_qkv(batch, h, h_kv, n, m, d, d_v)
+    gen = torch.Generator().manual_seed(1)
+    mask = None
+    if mask_kind == "bool":
+        mask = torch.rand(*batch, 1, n, m, generator=gen) > 0.3
+        mask[..., n // 2, :] = False  # a row with nothing to read
+    elif mask_kind == "float":
+        mask = torch.randn(n, m, generator=gen, dtype=torch.float64)
+    expected = attention(q, k, v, mask, is_causal=is_causal)
+    got = tiled_attention(q, k, v, mask, is_causal=is_causal, block_q=block_q, block_k=block_k)
+    torch.testing.assert_close(got, expected, atol=1e-12, rtol=1e-10)
+
+
+@pytest.mark.parametrize("n, m", [(6, 3), (3, 6), (1, 1), (9, 9)])
+def test_causal_rows_without_keys_are_zero(n, m):
+    q, k, v = random_qkv((1,), 2, 1, n, m, 4, 4)
+    got = tiled_attention(q, k, v, is_causal=True, block_q=2, block_k=2)
+    torch.testing.assert_close(got, attention(q, k, v, is_causal=True))
+    assert torch.isfinite(got).all()
+
+
+def test_two_dimensional_inputs():
+    q, k, v = random_qkv((), 1, 1, 5, 7, 4, 3)
+    torch.testing.assert_close(tiled_attention(q[0], k[0], v[0], block_k=3), attention(q[0], k[0], v[0]))
+
+
+@pytest.mark.parametrize("shape", SHAPES[:4])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_gradients_match_autograd_through_lib_attention(shape, is_causal):
+    batch, h, h_kv, n, m, d, d_v, block_q, block_k = shape
+    inputs = random_qkv(batch, h, h_kv, n, m, d, d_v, seed=2)
+    mask = torch.rand(n, m, generator=torch.Generator().manual_seed(3)) > 0.2
+    mask[0] = False
+    ours = [t.clone().requires_grad_() for t in inputs]
+    ref = [t.clone().requires_grad_() for t in inputs]
+    upstream = torch.randn(*batch, h, n, d_v, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    (tiled_attention(*ours, mask, is_causal=is_causal, block_q=block_q, block_k=block_k) * upstream).sum().backward()
+    (attention(*ref, mask, is_causal=is_causal) * upstream).sum().backward()
+    for name, a, b in zip("qkv", ours, ref, strict=True):
+        torch.testing.assert_close(a.grad, b.grad, atol=1e-10, rtol=1e-8, msg=name)
+        assert torch.isfinite(a.grad).all()
+
+
+def test_gradcheck_float64():
+    q, k, v = (t.requires_grad_() for t in random_qkv((1,), 4, 2, 5, 7, 3, 2, seed=5))
+    bias = torch.randn(5, 7, dtype=torch.float64)
+    assert torch.autograd.gradcheck(lambda q, k, v: tiled_attention(q, k, v, block_q=2, block_k=3), (q, k, v))
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: tiled_attention(q, k, v, bias, is_causal=True, block_q=3, block_k=2), (q, k, v)
+    )
+
+
+@pytest.mark.parametrize("dtype, atol", [(torch.float32, 1e-5), (torch.float16, 2e-3), (torch.bfloat16, 2e-2)])
+def test_lower_precision_against_float64(dtype, atol):
+    q, k, v = random_qkv((2,), 4, 2, 40, 50, 32, 32, seed=6)
+    expected = attention(q, k, v, is_causal=True)
+    got = tiled_attention(q.to(dtype), k.to(dtype), v.to(dtype), is_causal=True, block_q=16, block_k=16)
+    assert got.dtype == dtype
+    torch.testing.assert_close(got.double(), expected, atol=atol, rtol=atol)
+
+
+class LargestAllocation(TorchDispatchMode):
+    """Records the largest storage any op creates that is not one of the given inputs."""
+
+    def __init__(self, inputs):
+        super().__init__()
+        self.inputs = {t.untyped_storage().data_ptr() for t in inputs}
+        self.largest = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in self.inputs:
+                self.largest = max(self.largest, t.untyped_storage().nbytes())
+        return out
+
+
+def test_no_intermediate_larger_than_a_tile():
+    batch, h, n, d, block_q, block_k = 2, 4, 512, 16, 32, 64
+    q, k, v = (t.float().requires_grad_() for t in random_qkv((batch,), h, h, n, n, d, d, seed=7))
+    mask = causal_mask(n, n)
+    tile_bytes = batch * h * block_q * block_k * 4
+    io_bytes = q.untyped_storage().nbytes()  # the output, dq, dk, dv are this size
+    score_bytes = batch * h * n * n * 4
+    assert max(tile_bytes, io_bytes) * 8 <= score_bytes  # so the test can tell the two apart
+
+    with LargestAllocation([q, k, v, mask]) as forward:
+        out = tiled_attention(q, k, v, mask, block_q=block_q, block_k=block_k)
+    assert forward.largest <= max(tile_bytes, io_bytes)
+    with LargestAllocation([q, k, v, mask, out]) as backward:
+        out.sum().backward()
+    assert backward.largest <= max(tile_bytes, io_bytes)
+
+    with LargestAllocation([q, k, v, mask]) as naive:  # the instrument does see a full score matrix
+        attention(q, k, v, mask)
+    assert naive.largest >= score_bytes
+
+
+def test_bad_input_is_reported_like_lib_attention():
+    q, k, v = random_qkv((1,), 4, 3, 5, 5, 4, 4)
+    with pytest.raises(ValueError, match="not a multiple"):
+        tiled_attention(q, k, v)
+    q, k, v = random_qkv((1,), 2, 2, 5, 5, 4, 4)
+    with pytest.raises(ValueError, match="block sizes must be positive"):
+        tiled_attention(q, k, v, block_q=0)
