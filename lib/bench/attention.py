@@ -76,23 +76,24 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def time_round_robin(impls: dict[str, Callable], inputs, is_causal: bool, repeats: int, device: str) -> dict:
-    """Median seconds per implementation; one call each per round, after one warm-up call."""
-    times: dict[str, list[float]] = {name: [] for name in impls}
-    for name, fn in list(impls.items()):
+def time_round_robin(cases: dict, repeats: int, device: str) -> dict:
+    """Median seconds per case (a zero-argument callable); every case runs once per round,
+    after one warm-up call, so the ratios between cases come from the same moments."""
+    times: dict = {}
+    for key, run_case in cases.items():
         try:
-            fn(*inputs, is_causal)
+            run_case()
             _sync(device)
+            times[key] = []
         except RuntimeError as error:  # e.g. an SDPA backend that does not support these inputs
-            print(f"  {name}: skipped ({str(error).splitlines()[0][:80]})")
-            del times[name]
+            print(f"  {key}: skipped ({str(error).splitlines()[0][:80]})")
     for _ in range(repeats):
-        for name in times:
+        for key in times:
             start = time.perf_counter()
-            impls[name](*inputs, is_causal)
+            cases[key]()
             _sync(device)
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in times.items()}
+            times[key].append(time.perf_counter() - start)
+    return {key: statistics.median(values) for key, values in times.items()}
 
 
 def peak_extra_bytes_cuda(fn: Callable, inputs, is_causal: bool) -> int:
@@ -131,7 +132,10 @@ def peak_extra_bytes_cpu(name: str, n: int, head_dim: int, is_causal: bool) -> i
 def device_name(device: str) -> str:
     if device == "cuda":
         return torch.cuda.get_device_name()
-    return platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    model = re.search(r"model name\s*:\s*(.+)", cpuinfo.read_text()) if cpuinfo.exists() else None
+    name = model.group(1).strip() if model else (platform.processor() or platform.machine())
+    return f"{name}, {torch.get_num_threads()} threads"
 
 
 def run(args: argparse.Namespace) -> list[dict]:
@@ -148,32 +152,38 @@ def run(args: argparse.Namespace) -> list[dict]:
     for head_dim in head_dims:
         for n in sizes:
             inputs = make_inputs(n, head_dim, dtype, device)
-            for is_causal in (False, True):
-                chosen = {
-                    name: fn
-                    for name, fn in impls.items()
-                    if not (name in ("naive", "sdpa-math") and (n > NAIVE_MAX_N[device] or is_causal))
-                }
-                medians = time_round_robin(chosen, inputs, is_causal, args.repeats, device)
-                for name, seconds in medians.items():
-                    memory = None
-                    if not args.no_memory:
-                        memory = (
-                            peak_extra_bytes_cuda(chosen[name], inputs, is_causal)
-                            if device == "cuda"
-                            else peak_extra_bytes_cpu(name, n, head_dim, is_causal)
-                        )
-                    rows.append({
-                        "device": device, "device_name": device_name(device), "torch": torch.__version__,
-                        "date": today, "impl": name, "n": n, "heads": N_HEADS, "head_dim": head_dim,
-                        "dtype": str(dtype).removeprefix("torch."), "causal": is_causal,
-                        "median_ms": round(seconds * 1e3, 3),
-                        "peak_extra_mib": None if memory is None else round(memory / 2**20, 2),
-                    })  # fmt: skip
-                    print(
-                        f"  d={head_dim:3d} N={n:6d} {'causal' if is_causal else 'full  '} {name:15} "
-                        f"{seconds * 1e3:10.2f} ms  " + ("" if memory is None else f"{memory / 2**20:9.1f} MiB")
+            # Full and causal, every implementation, in the same rounds. The naive kernels allocate
+            # gigabytes per call, which disturbs the caches and page tables of whatever runs next:
+            # they take their turns among themselves.
+            slow_names = ("naive", "sdpa-math")
+            cases = {
+                (name, is_causal): functools.partial(fn, *inputs, is_causal)
+                for is_causal in (False, True)
+                for name, fn in impls.items()
+                if not (name in slow_names and (n > NAIVE_MAX_N[device] or is_causal))
+            }
+            fast = {key: case for key, case in cases.items() if key[0] not in slow_names}
+            slow = {key: case for key, case in cases.items() if key[0] in slow_names}
+            medians = time_round_robin(fast, args.repeats, device) | time_round_robin(slow, args.repeats, device)
+            for (name, is_causal), seconds in sorted(medians.items(), key=lambda item: item[0][1]):
+                memory = None
+                if not args.no_memory:
+                    memory = (
+                        peak_extra_bytes_cuda(impls[name], inputs, is_causal)
+                        if device == "cuda"
+                        else peak_extra_bytes_cpu(name, n, head_dim, is_causal)
                     )
+                rows.append({
+                    "device": device, "device_name": device_name(device), "torch": torch.__version__,
+                    "date": today, "impl": name, "n": n, "heads": N_HEADS, "head_dim": head_dim,
+                    "dtype": str(dtype).removeprefix("torch."), "causal": is_causal,
+                    "median_ms": round(seconds * 1e3, 3),
+                    "peak_extra_mib": None if memory is None else round(memory / 2**20, 2),
+                })  # fmt: skip
+                print(
+                    f"  d={head_dim:3d} N={n:6d} {'causal' if is_causal else 'full  '} {name:15} "
+                    f"{seconds * 1e3:10.2f} ms  " + ("" if memory is None else f"{memory / 2**20:9.1f} MiB")
+                )
             del inputs
     out = Path(args.out or RESULTS / f"attention_{device}.csv")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -229,10 +239,10 @@ def sweep(args: argparse.Namespace) -> None:
             "sdpa": lambda q, k, v, c: F.scaled_dot_product_attention(q, k, v, is_causal=c),
             "tiled": lambda q, k, v, c, bq=block_q, bk=block_k: tiled_attention(q, k, v, is_causal=c, block_q=bq, block_k=bk),
         }  # fmt: skip
-        full = time_round_robin(impls, inputs, False, args.repeats, "cpu")
-        causal = time_round_robin({"tiled": impls["tiled"]}, inputs, True, args.repeats, "cpu")
-        print(f"  block_q={block_q:4d} block_k={block_k:4d}: tiled / sdpa = {full['tiled'] / full['sdpa']:.2f}"
-              f"   causal / full = {causal['tiled'] / full['tiled']:.2f}")  # fmt: skip
+        cases = {(name, c): functools.partial(fn, *inputs, c) for name, fn in impls.items() for c in (False, True)}
+        t = time_round_robin(cases, args.repeats, "cpu")
+        print(f"  block_q={block_q:4d} block_k={block_k:4d}: tiled / sdpa = {t['tiled', False] / t['sdpa', False]:.2f}"
+              f"   causal / full = {t['tiled', True] / t['tiled', False]:.2f}")  # fmt: skip
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
