@@ -180,9 +180,9 @@ def _backward(grad_out, q, k, v, out, lse, mask, is_causal, scale, block_q, bloc
             cols = slice(k_start, k_end)
             k_blk, v_blk = k_g[..., cols, :].to(acc_dtype), v_g[..., cols, :].to(acc_dtype)  # (..., Hkv, 1, bk, ·)
             scores = _tile_scores(q_blk, k_blk, mask_g, on_diagonal, q_start, k_start, n_queries, n_keys)
-            # p = exp(s - lse); rows that read nothing have lse = -inf and p = 0.
-            probs = torch.exp(scores - torch.where(torch.isfinite(lse_blk), lse_blk, torch.zeros_like(lse_blk)))
-            probs = torch.where(torch.isfinite(lse_blk), probs, torch.zeros_like(probs))  # (..., bq, bk)
+            # p = exp(s - lse), the forward's probabilities again. A row that reads nothing has
+            # lse = -inf and only -inf scores: shifted by 0 instead, its p is exp(-inf) = 0.
+            probs = torch.exp(scores - _finite_or_zero(lse_blk))  # (..., bq, bk)
             do_blk = do_g[..., rows, :]  # (..., Hkv, G, bq, Dv)
             dv[..., cols, :] += (probs.transpose(-2, -1) @ do_blk).sum(dim=-3)  # sum over the G heads sharing v
             dprobs = do_blk @ v_blk.transpose(-2, -1)  # (..., bq, bk)

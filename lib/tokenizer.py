@@ -184,6 +184,10 @@ class Tokenizer:
                 return text.encode("utf-8")
         raise ValueError(f"unknown token id {token_id!r}: ids run from 0 to {len(self) - 1}")
 
+    def token_name(self, token_id: int) -> str:
+        """A readable name for one token: its text, with bytes that are not UTF-8 escaped."""
+        return self.token_bytes(token_id).decode("utf-8", errors="backslashreplace")
+
     def decode(self, ids: Iterable[int]) -> str:
         """The text of ``ids``. Ids that cut a multi-byte character in half decode to U+FFFD."""
         return b"".join(self.token_bytes(i) for i in ids).decode("utf-8", errors="replace")
@@ -354,12 +358,9 @@ class BPETokenizer(Tokenizer):
         return ids
 
     def _state(self) -> dict:
-        def readable(token_id: int) -> str:
-            return self.vocab[token_id].decode("utf-8", errors="backslashreplace")
-
         return {
             "merges": [list(pair) for pair in self.merges],  # merge i makes id 256 + i
-            "merged_tokens": [readable(new_id) for new_id in self.merges.values()],  # for people; not read back
+            "merged_tokens": [self.token_name(i) for i in self.merges.values()],  # for people; not read back
         }
 
     def _set_state(self, state: dict) -> None:

@@ -79,6 +79,12 @@ class UnigramTokenizer(Tokenizer):
             end = back[end]
         return pieces[::-1]
 
+    def token_name(self, token_id: int) -> str:
+        """The piece, or <0xNN> for a byte-fallback token (SentencePiece's spelling)."""
+        if 0 <= token_id < 256:
+            return f"<0x{token_id:02X}>"
+        return super().token_name(token_id)
+
     def _encode_chunk(self, chunk: str) -> list[int]:
         ids: list[int] = []
         for piece in self.segment(chunk):

@@ -82,6 +82,8 @@ def test_byte_fallback_for_unseen_characters(unigram):
     assert "😀" not in unigram.piece_ids
     assert unigram.encode("😀") == [0xF0, 0x9F, 0x98, 0x80]
     assert unigram.decode([0xF0, 0x9F]) == "\ufffd"  # half a character: replacement, no error
+    assert [unigram.token_name(i) for i in unigram.encode("😀")] == ["<0xF0>", "<0x9F>", "<0x98>", "<0x80>"]
+    assert unigram.token_name(unigram.piece_ids[" the"]) == " the"
 
 
 def test_more_characters_than_room_falls_back_to_bytes():
