@@ -46,6 +46,8 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     >>> softmax(torch.tensor([float("-inf"), float("-inf")]))
     tensor([0., 0.])
     """
+    if x.shape[dim] == 0:
+        return torch.zeros_like(x)  # no keys at all: nothing to normalize
     row_max = x.amax(dim=dim, keepdim=True)
     row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))
     # The max is a constant shift: detaching it changes no gradient, and saves work.

@@ -298,7 +298,7 @@ def _run_case(exercise: FunctionExercise, function: Callable, case: Case) -> tup
         got = call_with_timeout(function, case.args(), exercise.timeout_s)
     except GradingTimeout:
         return f"did not finish within {exercise.timeout_s:g} s (an endless loop?)", None
-    except Exception as error:  # noqa: BLE001 - the learner's code may raise anything
+    except (Exception, SystemExit) as error:  # noqa: BLE001 - the learner's code may raise anything, even exit()
         return f"raised {_describe_error(error)}", None
     if got is None:
         return "returned None (a missing `return`?)", None

@@ -235,3 +235,9 @@ def test_padding_mask_shape_and_errors():
     assert mask[:, 0, 0].tolist() == [[True, True, False], [False, False, False]]
     with pytest.raises(ValueError, match="lengths must lie in 0..3"):
         padding_mask([4], 3)
+
+
+def test_no_keys_at_all_gives_zeros():
+    q, k, v = torch.randn(2, 3, 4), torch.randn(2, 0, 4), torch.randn(2, 0, 5)
+    out, weights = attention(q, k, v, return_weights=True)
+    assert out.shape == (2, 3, 5) and torch.all(out == 0) and weights.shape == (2, 3, 0)

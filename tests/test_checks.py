@@ -98,6 +98,7 @@ def test_function_statuses():
         (lambda x: torch.zeros(5), "returned shape (5,)"),
         (lambda x: x * float("nan"), "returned NaN"),
         (lambda: 1, "raised TypeError"),
+        (lambda x: exit(), "raised SystemExit"),
         (42, "expected a function"),
     ],
 )
