@@ -31,7 +31,7 @@ test-lib: $(STAMP)
 
 ## lab: open the chapters in JupyterLab with the book's environment
 lab: $(STAMP)
-	$(BIN)/jupyter lab chapters
+	$(BIN)/jupyter lab chapters $(if $(filter 0,$(shell id -u)),--allow-root)
 
 ## student: copies of the chapters with the solutions stripped, in student/
 student: $(STAMP)

@@ -62,3 +62,14 @@ def test_figure_and_widget_build():
     assert len(fig.axes) == 3
     widget = self_attention_playground()
     assert widget.children  # controls and the output area
+
+
+def test_widget_controls_are_wired():
+    widget = self_attention_playground()
+    (token, query_x, query_y, causal), (scaling, temperature) = (box.children for box in widget.children[:2])
+    token.value = 1  # choosing token 2 loads its query into the coordinate boxes
+    assert (query_x.value, query_y.value) == LESSON_QUERIES[1]
+    assert temperature.disabled
+    scaling.value = "temperature"
+    assert not temperature.disabled
+    causal.value = True  # the output area re-renders without raising
