@@ -6,7 +6,7 @@ import torch
 from lib.attention import attention
 from lib.triton_attention import TRITON_MISSING, triton_attention
 
-pytestmark = pytest.mark.skipif(bool(TRITON_MISSING), reason=TRITON_MISSING or "triton is installed")
+needs_triton = pytest.mark.skipif(bool(TRITON_MISSING), reason=TRITON_MISSING or "triton is installed")
 
 
 def random_qkv(b, h, h_kv, n, m, d, dtype=torch.float32, seed=0):
@@ -25,6 +25,7 @@ def random_qkv(b, h, h_kv, n, m, d, dtype=torch.float32, seed=0):
         (1, 1, 1, 1, 17, 16, False),  # one query
     ],
 )
+@needs_triton
 def test_matches_lib_attention(b, h, h_kv, n, m, d, is_causal):
     q, k, v = random_qkv(b, h, h_kv, n, m, d)
     got = triton_attention(q, k, v, is_causal=is_causal, block_q=16, block_k=16)
@@ -33,6 +34,7 @@ def test_matches_lib_attention(b, h, h_kv, n, m, d, is_causal):
 
 
 @pytest.mark.parametrize("dtype, atol", [(torch.float16, 3e-3), (torch.bfloat16, 3e-2)])
+@needs_triton
 def test_half_precision(dtype, atol):
     if dtype == torch.bfloat16 and not torch.cuda.is_available():
         # In the interpreter tl.dot on bfloat16 inputs returns garbage even for a bare 16x16
@@ -44,6 +46,7 @@ def test_half_precision(dtype, atol):
     torch.testing.assert_close(got.float(), attention(q, k, v, is_causal=True), atol=atol, rtol=atol)
 
 
+@needs_triton
 def test_custom_scale_and_default_blocks():
     q, k, v = random_qkv(1, 2, 1, 20, 30, 16, seed=2)
     torch.testing.assert_close(
@@ -51,9 +54,26 @@ def test_custom_scale_and_default_blocks():
     )
 
 
+@needs_triton
 def test_errors():
     q, k, v = random_qkv(1, 3, 2, 4, 4, 16)
     with pytest.raises(ValueError, match="not a multiple"):
         triton_attention(q, k, v)
     with pytest.raises(ValueError, match=r"\(B, heads, tokens, D\)"):
         triton_attention(q[0], k[0], v[0])
+
+
+def test_without_triton_the_module_says_so_in_one_line():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['triton'] = None\n"  # makes `import triton` fail
+        "import lib.triton_attention as t\n"
+        "print(t.TRITON_MISSING)\n"
+        "try:\n    t.triton_attention(None, None, None)\nexcept RuntimeError as e:\n    print('raised:', e)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    first, second = result.stdout.strip().splitlines()
+    assert first.startswith("triton is not installed") and "pip install triton" in first
+    assert second == "raised: " + first
