@@ -14,6 +14,11 @@ contain the merged pair, picking the best pair from a heap.
 
 Tie-breaking, in both: the highest count wins, then the smallest pair (compared as a tuple
 of ids). That makes training deterministic.
+
+Subtle: the chunks are what keeps both fast. Merges never cross a chunk boundary, training
+touches only the chunks that hold the merged pair, and encoding caches each distinct chunk.
+With ``pattern=None`` the whole text is one chunk: fine for the paragraph a reader trains
+on to watch the merges, far too slow for a megabyte.
 """
 
 from __future__ import annotations
