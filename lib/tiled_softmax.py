@@ -117,10 +117,17 @@ def _tile_scores(q_blk, k_blk, mask_g, on_diagonal, q_start, k_start, n_queries,
         else:
             scores.add_(tile_mask)
     if on_diagonal:  # causal, bottom-right: query i (position M - N + i) reads keys j <= M - N + i
-        rows = torch.arange(q_start, q_start + bq, device=scores.device)[:, None] + (n_keys - n_queries)
-        cols = torch.arange(k_start, k_start + bk, device=scores.device)[None, :]
-        scores.masked_fill_(cols > rows, float("-inf"))
+        scores.add_(_causal_bias(q_start + n_keys - n_queries - k_start, bq, bk, scores))
     return scores
+
+
+def _causal_bias(shift: int, bq: int, bk: int, like: torch.Tensor) -> torch.Tensor:
+    """(bq, bk) additive mask of a diagonal tile: -inf where column j > row i + shift, else 0.
+
+    Added rather than applied with masked_fill_: adding a small bias broadcast over the heads
+    is a plain vectorized pass, several times faster on a CPU than a broadcast masked_fill_.
+    """
+    return torch.full((bq, bk), float("-inf"), dtype=like.dtype, device=like.device).triu_(shift + 1)
 
 
 def _forward(q, k, v, mask, is_causal, scale, block_q, block_k):
