@@ -26,12 +26,12 @@ import torch
 
 from lib.attention import validate_attention_inputs
 
-# Defaults chosen with `python -m lib.bench attention --sweep` on a 2-core CPU. A (256, 512)
-# tile is 512 KB per head in fp32: big enough that the Python loop stays short (128 tiles
-# for 8 heads at N=4096) and the matrix products run near full speed, small enough that the
-# tile of 8 heads (4 MB) stays in the cores' L2 caches and peak memory at N=8192 is a few
-# tiles rather than the 2 GB score matrix.
-BLOCK_Q, BLOCK_K = 256, 512
+# Defaults chosen with `python -m lib.bench attention --sweep` on a 2-core CPU. A (256, 1024)
+# tile of 8 heads is 8 MB in fp32: big enough that the Python loop stays short (64 tiles at
+# N=4096) and the matrix products run near full speed, small enough that peak memory at
+# N=8192 is a few tiles rather than the 2 GB score matrix. Causal attention loses little to
+# the wide key blocks, because its masked diagonal tiles are only block_q wide (_key_tiles).
+BLOCK_Q, BLOCK_K = 256, 1024
 
 
 def online_softmax_steps(x: torch.Tensor, block_size: int) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
@@ -146,10 +146,23 @@ def _forward(q, k, v, mask, is_causal, scale, block_q, block_k):
         m = torch.full(q_blk.shape[:-1], float("-inf"), dtype=acc_dtype, device=q.device)  # (..., bq)
         l = torch.zeros_like(m)  # (..., bq)
         acc = torch.zeros(*q_blk.shape[:-1], v_g.shape[-1], dtype=acc_dtype, device=q.device)  # (..., bq, Dv)
+        every_row_has_a_max = False
         for k_start, k_end, on_diagonal in _key_tiles(is_causal, q_start, bq, n_queries, n_keys, block_k):
             k_blk = k_g[..., k_start:k_end, :].to(acc_dtype)  # (..., Hkv, 1, bk, D)
             v_blk = v_g[..., k_start:k_end, :].to(acc_dtype)  # (..., Hkv, 1, bk, Dv)
             scores = _tile_scores(q_blk, k_blk, mask_g, on_diagonal, q_start, k_start, n_queries, n_keys, scratch)
+            if every_row_has_a_max:
+                # Conditional rescaling (as in FlashAttention-4): m only has to keep exp(s - m)
+                # from overflowing, not to be the exact running max. If every row's sum over
+                # this tile stays below 2**32, keep m and skip the max and the rescaling.
+                probs = scores.sub_(m[..., None]).exp_()  # (..., bq, bk)
+                tile_sum = probs.sum(dim=-1)  # (..., bq)
+                if bool((tile_sum <= 2.0**32).all()):  # also False for inf and NaN
+                    l += tile_sum
+                    acc.add_(probs @ v_blk)
+                    continue
+                # Some score rose far above m: recompute the tile and take the full step.
+                scores = _tile_scores(q_blk, k_blk, mask_g, on_diagonal, q_start, k_start, n_queries, n_keys, scratch)
             # Algorithm 1, lines 9-12: new row max, rescale what we had, add this tile.
             m_new = torch.maximum(m, scores.amax(dim=-1))  # (..., bq)
             shift = _finite_or_zero(m_new)
@@ -158,6 +171,9 @@ def _forward(q, k, v, mask, is_causal, scale, block_q, block_k):
             l = l * rescale + probs.sum(dim=-1)
             acc.mul_(rescale[..., None]).add_(probs @ v_blk)  # (..., bq, Dv), in place
             m = m_new
+            # A row that has read nothing yet (m = -inf) needs the full step: exp(s - m) with
+            # a made-up m could underflow to 0 for every key.
+            every_row_has_a_max = bool(torch.isfinite(m).all())
         # Algorithm 1, line 15: divide once at the end. A row with no allowed key has l = 0.
         out[..., q_start : q_start + bq, :] = (acc / torch.where(l > 0, l, torch.ones_like(l))[..., None]).to(q.dtype)
         lse[..., q_start : q_start + bq] = torch.where(l > 0, m + torch.log(l), torch.full_like(l, float("-inf")))

@@ -76,9 +76,9 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def time_round_robin(cases: dict, repeats: int, device: str) -> dict:
-    """Median seconds per case (a zero-argument callable); every case runs once per round,
-    after one warm-up call, so the ratios between cases come from the same moments."""
+def time_round_robin(cases: dict, repeats: int, device: str) -> dict[object, list[float]]:
+    """Seconds per case (a zero-argument callable) in each round: every case runs once per
+    round, after one warm-up call, so two cases' times in a round come from the same moment."""
     times: dict = {}
     for key, run_case in cases.items():
         try:
@@ -93,7 +93,13 @@ def time_round_robin(cases: dict, repeats: int, device: str) -> dict:
             cases[key]()
             _sync(device)
             times[key].append(time.perf_counter() - start)
-    return {key: statistics.median(values) for key, values in times.items()}
+    return times
+
+
+def paired_ratio(times: dict, a, b) -> float:
+    """Median over rounds of time(a) / time(b): a ratio measured side by side, which a machine
+    that speeds up and slows down between rounds does not move the way it moves each median."""
+    return statistics.median(x / y for x, y in zip(times[a], times[b], strict=True))
 
 
 def peak_extra_bytes_cuda(fn: Callable, inputs, is_causal: bool) -> int:
@@ -149,6 +155,7 @@ def run(args: argparse.Namespace) -> list[dict]:
     today = datetime.date.today().isoformat()
     print(f"{device_name(device)}, torch {torch.__version__}, {dtype}, B=1, heads={N_HEADS}, {today}")
     rows: list[dict] = []
+    round_times: dict[tuple[int, int], dict] = {}  # (head_dim, n) -> the fast cases' times per round
     for head_dim in head_dims:
         for n in sizes:
             inputs = make_inputs(n, head_dim, dtype, device)
@@ -164,7 +171,10 @@ def run(args: argparse.Namespace) -> list[dict]:
             }
             fast = {key: case for key, case in cases.items() if key[0] not in slow_names}
             slow = {key: case for key, case in cases.items() if key[0] in slow_names}
-            medians = time_round_robin(fast, args.repeats, device) | time_round_robin(slow, args.repeats, device)
+            times = time_round_robin(fast, args.repeats, device)
+            round_times[head_dim, n] = times
+            times = times | time_round_robin(slow, args.repeats, device)
+            medians = {key: statistics.median(values) for key, values in times.items()}
             for (name, is_causal), seconds in sorted(medians.items(), key=lambda item: item[0][1]):
                 memory = None
                 if not args.no_memory:
@@ -192,12 +202,13 @@ def run(args: argparse.Namespace) -> list[dict]:
         writer.writeheader()
         writer.writerows(rows)
     print(f"\nwrote {out}")
-    print("\n".join(ratios(rows)))
+    print("\nTime ratios are medians over rounds of side-by-side ratios; memory ratios are from single runs.")
+    print("\n".join(ratios(rows, round_times)))
     return rows
 
 
-def ratios(rows: list[dict]) -> list[str]:
-    """The comparisons the chapter (and the issue's bars) care about, from one run's rows."""
+def ratios(rows: list[dict], round_times: dict) -> list[str]:
+    """The comparisons the chapter (and the issue's bars) care about, from one run."""
 
     def pick(impl, n, causal, head_dim, key="median_ms"):
         for row in rows:
@@ -210,15 +221,15 @@ def ratios(rows: list[dict]) -> list[str]:
         for n in sorted({row["n"] for row in rows}):
             sdpa_names = [r["impl"] for r in rows if r["impl"].startswith("sdpa") and r["n"] == n and not r["causal"]]
             fastest = min(sdpa_names, key=lambda name: pick(name, n, False, head_dim) or float("inf"), default=None)
-            tiled, tiled_causal = pick("tiled", n, False, head_dim), pick("tiled", n, True, head_dim)
+            times = round_times.get((head_dim, n), {})
             parts = [f"d={head_dim} N={n}:"]
-            if tiled and fastest:
-                parts.append(f"tiled / {fastest} time = {tiled / pick(fastest, n, False, head_dim):.2f}")
-            if tiled and tiled_causal:
-                parts.append(f"causal / full tiled time = {tiled_causal / tiled:.2f}")
-            triton = pick("triton", n, False, head_dim)
-            if triton and fastest:
-                parts.append(f"triton throughput / {fastest} = {pick(fastest, n, False, head_dim) / triton:.2f}")
+            if ("tiled", False) in times and fastest:
+                parts.append(f"tiled / {fastest} time = {paired_ratio(times, ('tiled', False), (fastest, False)):.2f}")
+            if ("tiled", True) in times:
+                parts.append(f"causal / full tiled time = {paired_ratio(times, ('tiled', True), ('tiled', False)):.2f}")
+            if ("triton", False) in times and fastest:
+                throughput = paired_ratio(times, (fastest, False), ("triton", False))
+                parts.append(f"triton throughput / {fastest} = {throughput:.2f}")
             naive_mem = pick("naive", n, False, head_dim, "peak_extra_mib")
             if naive_mem:
                 for name in ["tiled", fastest]:
@@ -234,15 +245,16 @@ def sweep(args: argparse.Namespace) -> None:
     n = args.sizes[0] if args.sizes else 4096
     inputs = make_inputs(n, 64, torch.float32, "cpu")
     print(f"N={n}, d=64, fp32, heads={N_HEADS}: time relative to SDPA (full) and causal / full")
-    for block_q, block_k in args.blocks or [(128, 256), (128, 512), (256, 256), (256, 512), (512, 256), (512, 512)]:
+    for block_q, block_k in args.blocks or [(128, 512), (256, 256), (256, 512), (256, 1024), (512, 512), (512, 1024)]:
         impls = {
             "sdpa": lambda q, k, v, c: F.scaled_dot_product_attention(q, k, v, is_causal=c),
             "tiled": lambda q, k, v, c, bq=block_q, bk=block_k: tiled_attention(q, k, v, is_causal=c, block_q=bq, block_k=bk),
         }  # fmt: skip
         cases = {(name, c): functools.partial(fn, *inputs, c) for name, fn in impls.items() for c in (False, True)}
         t = time_round_robin(cases, args.repeats, "cpu")
-        print(f"  block_q={block_q:4d} block_k={block_k:4d}: tiled / sdpa = {t['tiled', False] / t['sdpa', False]:.2f}"
-              f"   causal / full = {t['tiled', True] / t['tiled', False]:.2f}")  # fmt: skip
+        print(f"  block_q={block_q:4d} block_k={block_k:4d}: "
+              f"tiled / sdpa = {paired_ratio(t, ('tiled', False), ('sdpa', False)):.2f}   "
+              f"causal / full = {paired_ratio(t, ('tiled', True), ('tiled', False)):.2f}")  # fmt: skip
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
