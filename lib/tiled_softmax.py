@@ -99,7 +99,7 @@ def _key_tiles(is_causal, q_start, bq, n_queries, n_keys, block_k):
     return tiles
 
 
-def _tile_scores(q_blk, k_blk, mask_g, on_diagonal, q_start, k_start, n_queries, n_keys, scratch=None):
+def _tile_scores(q_blk, k_blk, mask_g, causal_bias, q_start, k_start, scratch=None):
     """Scores of one (bq, bk) tile with every mask applied: (..., Hkv, G, bq, bk).
 
     ``scratch``, a flat buffer of at least one tile, is reused for every tile. Our stand-in
@@ -116,18 +116,40 @@ def _tile_scores(q_blk, k_blk, mask_g, on_diagonal, q_start, k_start, n_queries,
             scores.masked_fill_(~tile_mask, float("-inf"))
         else:
             scores.add_(tile_mask)
-    if on_diagonal:  # causal, bottom-right: query i (position M - N + i) reads keys j <= M - N + i
-        scores.add_(_causal_bias(q_start + n_keys - n_queries - k_start, bq, bk, scores))
+    if causal_bias is not None:  # a diagonal tile of causal attention
+        scores.add_(causal_bias)
     return scores
 
 
-def _causal_bias(shift: int, bq: int, bk: int, like: torch.Tensor) -> torch.Tensor:
-    """(bq, bk) additive mask of a diagonal tile: -inf where column j > row i + shift, else 0.
+def _diagonal_masks(cache: dict, offset: int, bq: int, bk: int, like: torch.Tensor):
+    """(bias, keep) for a causal diagonal tile, both (bq, bk): bias is -inf where column
+    j > row i + offset (the key lies in the query's future) and 0 elsewhere; keep is 1 where
+    bias is 0, else 0. Query i sits at position M - N + i (bottom-right), so
+    offset = q_start + M - N - k_start. Tiles with the same offset and shape share one pair.
 
-    Added rather than applied with masked_fill_: adding a small bias broadcast over the heads
-    is a plain vectorized pass, several times faster on a CPU than a broadcast masked_fill_.
+    The bias is added rather than applied with masked_fill_: adding a small tensor broadcast
+    over the heads is a plain vectorized pass, several times faster on a CPU.
     """
-    return torch.full((bq, bk), float("-inf"), dtype=like.dtype, device=like.device).triu_(shift + 1)
+    key = (offset, bq, bk)
+    if key not in cache:
+        keep = torch.ones(bq, bk, dtype=like.dtype, device=like.device).tril_(offset)
+        bias = torch.zeros_like(keep).masked_fill_(keep == 0, float("-inf"))
+        cache[key] = bias, keep
+    return cache[key]
+
+
+def _exp_tile(shifted: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
+    """exp of a tile of shifted scores, in place.
+
+    Subtle, and CPU-specific: torch's vectorized exp leaves its fast path for any input below
+    about -87 (where exp underflows), -inf included, and runs 10-100 times slower there. A
+    causal diagonal tile is half -inf, so it is clamped first and its masked entries zeroed
+    after (``keep``): exp(-80) ≈ 2e-35 is far below float32's resolution next to the row's
+    largest weight, exp(0) = 1.
+    """
+    if keep is None:
+        return shifted.exp_()
+    return shifted.clamp_(min=-80.0).exp_().mul_(keep)
 
 
 def _forward(q, k, v, mask, is_causal, scale, block_q, block_k):
@@ -140,6 +162,7 @@ def _forward(q, k, v, mask, is_causal, scale, block_q, block_k):
     lse = torch.empty(q_g.shape[:-1], dtype=acc_dtype, device=q.device)  # (..., Hkv, G, N)
     tile_shape = (*q_g.shape[:-2], min(block_q, n_queries), min(block_k, n_keys))  # (..., Hkv, G, bq, bk)
     scratch = torch.empty(math.prod(tile_shape), dtype=acc_dtype, device=q.device)  # one tile, reused
+    diagonal_cache: dict = {}
     for q_start in range(0, n_queries, block_q):  # FA-2: the outer loop over query blocks
         q_blk = q_g[..., q_start : q_start + block_q, :].to(acc_dtype) * scale  # (..., Hkv, G, bq, D)
         bq = q_blk.shape[-2]
@@ -150,23 +173,29 @@ def _forward(q, k, v, mask, is_causal, scale, block_q, block_k):
         for k_start, k_end, on_diagonal in _key_tiles(is_causal, q_start, bq, n_queries, n_keys, block_k):
             k_blk = k_g[..., k_start:k_end, :].to(acc_dtype)  # (..., Hkv, 1, bk, D)
             v_blk = v_g[..., k_start:k_end, :].to(acc_dtype)  # (..., Hkv, 1, bk, Dv)
-            scores = _tile_scores(q_blk, k_blk, mask_g, on_diagonal, q_start, k_start, n_queries, n_keys, scratch)
+            bias, keep = (None, None)
+            if on_diagonal:
+                offset = q_start + n_keys - n_queries - k_start
+                bias, keep = _diagonal_masks(diagonal_cache, offset, bq, k_end - k_start, scratch)
+                if mask_g is not None:
+                    keep = None  # the clamp in _exp_tile would revive entries the caller's mask removed
+            scores = _tile_scores(q_blk, k_blk, mask_g, bias, q_start, k_start, scratch)
             if every_row_has_a_max:
                 # Conditional rescaling (as in FlashAttention-4): m only has to keep exp(s - m)
                 # from overflowing, not to be the exact running max. If every row's sum over
                 # this tile stays below 2**32, keep m and skip the max and the rescaling.
-                probs = scores.sub_(m[..., None]).exp_()  # (..., bq, bk)
+                probs = _exp_tile(scores.sub_(m[..., None]), keep)  # (..., bq, bk)
                 tile_sum = probs.sum(dim=-1)  # (..., bq)
                 if bool((tile_sum <= 2.0**32).all()):  # also False for inf and NaN
                     l += tile_sum
                     acc.add_(probs @ v_blk)
                     continue
                 # Some score rose far above m: recompute the tile and take the full step.
-                scores = _tile_scores(q_blk, k_blk, mask_g, on_diagonal, q_start, k_start, n_queries, n_keys, scratch)
+                scores = _tile_scores(q_blk, k_blk, mask_g, bias, q_start, k_start, scratch)
             # Algorithm 1, lines 9-12: new row max, rescale what we had, add this tile.
             m_new = torch.maximum(m, scores.amax(dim=-1))  # (..., bq)
             shift = _finite_or_zero(m_new)
-            probs = scores.sub_(shift[..., None]).exp_()  # (..., bq, bk), in place: one tile alive
+            probs = _exp_tile(scores.sub_(shift[..., None]), keep)  # (..., bq, bk), in place
             rescale = torch.exp(m - shift)  # (..., bq); 0 while a row has seen only -inf
             l = l * rescale + probs.sum(dim=-1)
             acc.mul_(rescale[..., None]).add_(probs @ v_blk)  # (..., bq, Dv), in place
@@ -194,6 +223,7 @@ def _backward(grad_out, q, k, v, out, lse, mask, is_causal, scale, block_q, bloc
     dq = torch.zeros(q_g.shape, dtype=acc_dtype, device=q.device)  # (..., Hkv, G, N, D)
     dk = torch.zeros(k_g.shape[:-3] + k_g.shape[-2:], dtype=acc_dtype, device=q.device)  # (..., Hkv, M, D)
     dv = torch.zeros(v_g.shape[:-3] + v_g.shape[-2:], dtype=acc_dtype, device=q.device)  # (..., Hkv, M, Dv)
+    diagonal_cache: dict = {}
     for q_start in range(0, n_queries, block_q):
         q_blk = q_g[..., q_start : q_start + block_q, :].to(acc_dtype) * scale  # (..., Hkv, G, bq, D)
         bq = q_blk.shape[-2]
@@ -202,7 +232,11 @@ def _backward(grad_out, q, k, v, out, lse, mask, is_causal, scale, block_q, bloc
         for k_start, k_end, on_diagonal in _key_tiles(is_causal, q_start, bq, n_queries, n_keys, block_k):
             cols = slice(k_start, k_end)
             k_blk, v_blk = k_g[..., cols, :].to(acc_dtype), v_g[..., cols, :].to(acc_dtype)  # (..., Hkv, 1, bk, ·)
-            scores = _tile_scores(q_blk, k_blk, mask_g, on_diagonal, q_start, k_start, n_queries, n_keys)
+            bias = None
+            if on_diagonal:
+                offset = q_start + n_keys - n_queries - k_start
+                bias, _ = _diagonal_masks(diagonal_cache, offset, bq, k_end - k_start, q_blk)
+            scores = _tile_scores(q_blk, k_blk, mask_g, bias, q_start, k_start)
             # p = exp(s - lse), the forward's probabilities again. A row that reads nothing has
             # lse = -inf and only -inf scores: shifted by 0 instead, its p is exp(-inf) = 0.
             probs = torch.exp(scores - _finite_or_zero(lse_blk))  # (..., bq, bk)

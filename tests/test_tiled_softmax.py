@@ -65,16 +65,17 @@ def test_matches_lib_attention(shape, is_causal, mask_kind):
     torch.testing.assert_close(got, expected, atol=1e-12, rtol=1e-10)
 
 
+@pytest.mark.parametrize("is_causal", [False, True])
 @pytest.mark.parametrize("growth", [1.0, 3.0, 40.0])
-def test_scores_that_grow_across_tiles(growth):
+def test_scores_that_grow_across_tiles(growth, is_causal):
     """Later keys score far higher: the kept running max must be raised (and the tile redone)
     when exp would overflow, and may be kept when it would not."""
     q, k, v = random_qkv((1,), 2, 2, 8, 64, 4, 4, dtype=torch.float32, seed=9)
     k = k * torch.linspace(1.0, growth, 64)[:, None]  # key j's scores grow with j
     q = q.abs() * 10
     k = k.abs()
-    expected = attention(q.double(), k.double(), v.double())
-    got = tiled_attention(q, k, v, block_q=4, block_k=8)
+    expected = attention(q.double(), k.double(), v.double(), is_causal=is_causal)
+    got = tiled_attention(q, k, v, is_causal=is_causal, block_q=4, block_k=8)
     assert torch.isfinite(got).all()
     torch.testing.assert_close(got.double(), expected, atol=1e-4, rtol=1e-4)
 
