@@ -115,6 +115,9 @@ class CheckResult:
             f"{html.escape(self.message)}{body}</div>"
         )
 
+    def _mime_bundle(self) -> dict[str, str]:
+        return {"text/html": self._repr_html_(), "text/plain": str(self)}
+
     def _ipython_display_(self) -> None:
         # check() has shown this result already; skip IPython's echo of the return value once.
         if self._echo_once:
@@ -122,7 +125,7 @@ class CheckResult:
             return
         from IPython.display import display
 
-        display({"text/html": self._repr_html_(), "text/plain": str(self)}, raw=True)
+        display(self._mime_bundle(), raw=True)
 
 
 def exercises() -> dict[str, Exercise]:
@@ -335,7 +338,7 @@ def _show(result: CheckResult) -> None:
         from IPython.display import display
 
         record = {RESULT_KEY: {"id": result.exercise_id, "status": result.status}}
-        display({"text/html": result._repr_html_(), "text/plain": str(result)}, raw=True, metadata=record)
+        display(result._mime_bundle(), raw=True, metadata=record)
         result._echo_once = True
     else:
         print(result)

@@ -34,7 +34,7 @@ CHAPTER_1 = (
         id="1.scaled-scores",
         question="In the worked example, what are the two scores after scaling, just before the softmax?",
         expected=[_SCORE, 0.0],
-        explanation="The dot products [1, 0] divided by √d_k = √2 give [0.7071, 0].",
+        explanation=f"The dot products [1, 0] divided by √d_k = √2 give [{_SCORE:.4f}, 0].",
         hints=("Take the dot product of q with each key, then divide by √d_k, with d_k = 2.",),
         wrong_answers=(
             WrongAnswer([1.0, 0.0], "Those are the raw dot products: you forgot to divide by √d_k = √2."),
@@ -54,7 +54,7 @@ CHAPTER_1 = (
             WrongAnswer([0.0, 4.0], "That is the larger value vector. " + _NOT_BEST_MATCH),
             WrongAnswer([2.0, 4.0], "You added the values without weights; the weights sum to 1, so halve each."),
             WrongAnswer([0.5, 0.5], "Those are the weights. The question asks for the output, Σ wᵢ vᵢ."),
-            WrongAnswer(_OUTPUT, "That is the worked example's output, with unequal scores [0.7071, 0]."),
+            WrongAnswer(_OUTPUT, f"That is the worked example's output, with unequal scores [{_SCORE:.4f}, 0]."),
         ),
     ),
     ValueExercise(
@@ -98,7 +98,7 @@ CHAPTER_1 = (
         id="1.doubled-values-output",
         question="Double both value vectors in the worked example. What is the output now?",
         expected=[4 * _W1, 8 * _W2],
-        explanation="Same weights, twice the values: the output doubles to about [2.6790, 2.6420].",
+        explanation=f"Same weights, twice the values: the output doubles to about [{4 * _W1:.4f}, {8 * _W2:.4f}].",
         hints=("The weights are unchanged; the output is linear in the values.",),
         wrong_answers=(
             WrongAnswer(_OUTPUT, "The values decide what the query receives: doubling them doubles the output."),

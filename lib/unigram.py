@@ -43,7 +43,6 @@ class UnigramTokenizer(Tokenizer):
 
     def __init__(self) -> None:
         super().__init__()
-        self.vocab.update({i: bytes([i]) for i in range(256)})
         self.scores: dict[str, float] = {}  # piece -> log-probability
         self.piece_ids: dict[str, int] = {}  # piece -> id
         self.max_piece_len = 1

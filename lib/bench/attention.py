@@ -153,7 +153,8 @@ def run(args: argparse.Namespace) -> list[dict]:
     head_dims = args.head_dims or ([64] if device == "cpu" else [64, 128])
     impls = implementations(device)
     today = datetime.date.today().isoformat()
-    print(f"{device_name(device)}, torch {torch.__version__}, {dtype}, B=1, heads={N_HEADS}, {today}")
+    name = device_name(device)
+    print(f"{name}, torch {torch.__version__}, {dtype}, B=1, heads={N_HEADS}, {today}")
     rows: list[dict] = []
     round_times: dict[tuple[int, int], dict] = {}  # (head_dim, n) -> the fast cases' times per round
     for head_dim in head_dims:
@@ -184,7 +185,7 @@ def run(args: argparse.Namespace) -> list[dict]:
                         else peak_extra_bytes_cpu(name, n, head_dim, is_causal)
                     )
                 rows.append({
-                    "device": device, "device_name": device_name(device), "torch": torch.__version__,
+                    "device": device, "device_name": name, "torch": torch.__version__,
                     "date": today, "impl": name, "n": n, "heads": N_HEADS, "head_dim": head_dim,
                     "dtype": str(dtype).removeprefix("torch."), "causal": is_causal,
                     "median_ms": round(seconds * 1e3, 3),
