@@ -24,10 +24,19 @@ The contract (DESIGN.md):
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
-__all__ = ["softmax", "attention", "causal_mask", "padding_mask", "validate_attention_inputs"]
+__all__ = [
+    "softmax",
+    "attention",
+    "causal_mask",
+    "sliding_window_mask",
+    "padding_mask",
+    "validate_attention_inputs",
+    "resolve_scale",
+]
 
 
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -72,6 +81,24 @@ def causal_mask(n_queries: int, n_keys: int, device: torch.device | str | None =
     query_pos = torch.arange(n_queries, device=device)[:, None] + (n_keys - n_queries)  # (N, 1)
     key_pos = torch.arange(n_keys, device=device)[None, :]  # (1, M)
     return key_pos <= query_pos  # (N, M)
+
+
+def sliding_window_mask(
+    n_queries: int, n_keys: int, window: int, device: torch.device | str | None = None
+) -> torch.Tensor:
+    """Boolean (N, M) mask: query i reads the ``window`` most recent keys up to its own position.
+
+    Aligned bottom-right like ``causal_mask``: query i sits at absolute position
+    p = n_keys - n_queries + i and reads key j iff p - window < j <= p. With a window at
+    least as long as the keys this is exactly ``causal_mask``; ``window=1`` reads only itself.
+    """
+    if isinstance(window, bool) or not isinstance(window, numbers.Integral) or window < 1:
+        raise ValueError(f"window must be a positive integer, got {window!r}")
+    if n_queries < 0 or n_keys < 0:
+        raise ValueError(f"sliding_window_mask needs non-negative sizes, got n_queries={n_queries}, n_keys={n_keys}")
+    query_pos = torch.arange(n_queries, device=device)[:, None] + (n_keys - n_queries)  # (N, 1)
+    key_pos = torch.arange(n_keys, device=device)[None, :]  # (1, M)
+    return (key_pos <= query_pos) & (key_pos > query_pos - window)  # (N, M)
 
 
 def padding_mask(lengths: torch.Tensor | list[int], n: int) -> torch.Tensor:
@@ -135,6 +162,17 @@ def validate_attention_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
             )
 
 
+def resolve_scale(scale: float | None, q: torch.Tensor) -> float:
+    """The score scale: 1/sqrt(d_k) by default, else any finite real number (int, float, numpy scalar)."""
+    if scale is None:
+        if q.shape[-1] == 0:
+            raise ValueError(f"q has d_k=0, so the default scale 1/sqrt(d_k) is undefined (q: {tuple(q.shape)})")
+        return 1.0 / math.sqrt(q.shape[-1])
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(float(scale)):
+        raise ValueError(f"scale must be a finite real number or None, got {scale!r}")
+    return float(scale)
+
+
 def attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -163,10 +201,7 @@ def attention(
         inputs are computed with a float32 softmax and returned in their own dtype.
     """
     validate_attention_inputs(q, k, v, mask)
-    if scale is None:
-        scale = 1.0 / math.sqrt(q.shape[-1])
-    elif not (isinstance(scale, (int, float)) and math.isfinite(scale)):
-        raise ValueError(f"scale must be a finite number or None, got {scale!r}")
+    scale = resolve_scale(scale, q)
 
     n_queries, n_keys = q.shape[-2], k.shape[-2]
     if q.ndim >= 3 and q.shape[-3] != k.shape[-3]:

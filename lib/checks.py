@@ -1,6 +1,6 @@
 """The check-yourself autograder: ``check("1.equal-scores", answer)`` grades on the spot.
 
-An exercise is declared once (see ``lib/exercises.py``) as plain data:
+An exercise is declared once (see ``lib/exercises/``, one module per chapter) as plain data:
     * a ``ValueExercise`` has an expected value, a tolerance, and the known wrong answers
       with the feedback each one earns ("that is the best-matching value, not the read");
     * a ``FunctionExercise`` has a reference function and hidden cases; each case says
@@ -30,56 +30,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from lib.exercises import EXERCISES
+from lib.exercises.base import Case, Exercise, FunctionExercise, ValueExercise, WrongAnswer
+
+__all__ = ["check", "grade", "exercises", "CheckResult", "Case", "FunctionExercise", "ValueExercise", "WrongAnswer"]
+
 CORRECT, INCORRECT, NOT_ATTEMPTED = "correct", "incorrect", "not attempted"
 RESULT_KEY = "lib.checks"  # display metadata under which a notebook records each result (lib.student grades it)
-
-
-@dataclass(frozen=True)
-class WrongAnswer:
-    """A wrong answer the lesson warns about, and what it tells us about the mistake."""
-
-    value: Any
-    feedback: str
-
-
-@dataclass(frozen=True)
-class ValueExercise:
-    id: str
-    question: str
-    expected: Any  # a number or a (nested) list of numbers
-    explanation: str
-    hints: tuple[str, ...] = ()
-    wrong_answers: tuple[WrongAnswer, ...] = ()
-    atol: float = 5e-3
-    rtol: float = 0.0
-
-
-@dataclass(frozen=True)
-class Case:
-    """One hidden input for a function exercise, and what failing it usually means."""
-
-    name: str
-    args: Callable[[], tuple]  # builds fresh inputs, so a function that mutates them harms nothing
-    feedback: str
-
-
-@dataclass(frozen=True)
-class FunctionExercise:
-    id: str
-    question: str
-    reference: Callable
-    cases: tuple[Case, ...]
-    explanation: str
-    hints: tuple[str, ...] = ()
-    # Known wrong functions: a learner's function that behaves like one of these on a
-    # failing case gets its feedback, which beats the case's general one.
-    wrong_answers: tuple[WrongAnswer, ...] = ()
-    atol: float = 1e-5
-    rtol: float = 1e-4
-    timeout_s: float = 2.0
-
-
-Exercise = ValueExercise | FunctionExercise
 
 
 @dataclass
@@ -130,8 +87,6 @@ class CheckResult:
 
 def exercises() -> dict[str, Exercise]:
     """Every exercise in the book, by id."""
-    from lib.exercises import EXERCISES  # imported late: lib.exercises builds on this module
-
     return {exercise.id: exercise for exercise in EXERCISES}
 
 
@@ -387,8 +342,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # Run the copy of this module that lib.exercises imports (lib.checks), not __main__,
-    # so that isinstance checks see one set of classes.
-    from lib.checks import main as _main
-
-    raise SystemExit(_main())
+    raise SystemExit(main())

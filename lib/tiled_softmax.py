@@ -32,7 +32,7 @@ from collections.abc import Iterator
 
 import torch
 
-from lib.attention import validate_attention_inputs
+from lib.attention import resolve_scale, validate_attention_inputs
 
 # Defaults chosen with `python -m lib.bench attention --sweep` on a 2-core CPU. A (256, 1024)
 # tile of 8 heads is 8 MB in fp32: big enough that the Python loop stays short (64 tiles at
@@ -292,8 +292,7 @@ def tiled_attention(
     with FlashAttention's backward. A float mask is treated as a constant (no gradient).
     """
     validate_attention_inputs(q, k, v, mask)
-    if scale is None:
-        scale = 1.0 / math.sqrt(q.shape[-1])
+    scale = resolve_scale(scale, q)  # rejects inf, NaN and non-numbers, as attention does
     if block_q < 1 or block_k < 1:
         raise ValueError(f"block sizes must be positive, got block_q={block_q}, block_k={block_k}")
-    return TiledAttention.apply(q, k, v, mask, is_causal, float(scale), block_q, block_k)
+    return TiledAttention.apply(q, k, v, mask, is_causal, scale, block_q, block_k)

@@ -1,20 +1,32 @@
-"""python -m lib.bench {tokenizer,attention} [options]"""
+"""python -m lib.bench COMMAND [options]: every module in lib/bench is one command.
+
+A benchmark module (``lib/bench/<command>.py``) has a docstring whose first line is its
+help text, ``add_arguments(parser)`` and ``main(args)``. Adding a benchmark means adding
+its module; this file finds it.
+"""
 
 import argparse
+import importlib
+import pkgutil
 
-from lib.bench import attention, tokenizer
+import lib.bench
+
+
+def commands() -> list[str]:
+    return sorted(info.name for info in pkgutil.iter_modules(lib.bench.__path__) if not info.name.startswith("_"))
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lib.bench", description="Benchmarks that print ratios.")
-    commands = parser.add_subparsers(dest="command", required=True)
-    tokenizer.add_arguments(commands.add_parser("tokenizer", help="BPE training and encoding vs HF tokenizers"))
-    attention.add_arguments(commands.add_parser("attention", help="naive, tiled, Triton and SDPA attention"))
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    modules = {}
+    for name in commands():
+        module = importlib.import_module(f"lib.bench.{name}")
+        modules[name] = module
+        help_text = (module.__doc__ or name).strip().splitlines()[0]
+        module.add_arguments(subparsers.add_parser(name, help=help_text, description=module.__doc__))
     args = parser.parse_args(argv)
-    if args.command == "tokenizer":
-        tokenizer.run(args)
-    else:
-        attention.main(args)
+    modules[args.command].main(args)
     return 0
 
 

@@ -137,3 +137,7 @@ def run(args: argparse.Namespace) -> list[Row]:
         print("\nHF tokenizers is not installed: `pip install tokenizers` to compare with it.")
     print("\n" + "\n".join(ratios))
     return rows
+
+
+def main(args: argparse.Namespace) -> None:
+    run(args)

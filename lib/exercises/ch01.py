@@ -1,4 +1,4 @@
-"""Every check-yourself exercise in the book, declared once, grouped by chapter.
+"""Chapter 1's check-yourself exercises: one attention read.
 
 Value exercises are plain data: the expected answer, its tolerance, and the wrong answers
 the lesson warns about with the feedback each earns. The numbers are written as the
@@ -15,7 +15,7 @@ import math
 import torch
 
 from lib.attention import softmax
-from lib.checks import Case, FunctionExercise, ValueExercise, WrongAnswer
+from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswer
 
 # --- Chapter 1: one attention read ----------------------------------------------------
 # The lesson's example: q = [1, 0]; keys [1, 0] and [0, 1]; values [2, 0] and [0, 4]; d_k = 2.

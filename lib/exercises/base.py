@@ -1,0 +1,61 @@
+"""The shapes of a check-yourself exercise, as plain data (see ``lib/checks.py`` for grading).
+
+A chapter's module (``lib/exercises/chNN.py``) declares its exercises with these classes;
+the grader reads them. Nothing here imports the grader, so the two never import each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["WrongAnswer", "ValueExercise", "Case", "FunctionExercise", "Exercise"]
+
+
+@dataclass(frozen=True)
+class WrongAnswer:
+    """A wrong answer the lesson warns about, and what it tells us about the mistake."""
+
+    value: Any
+    feedback: str
+
+
+@dataclass(frozen=True)
+class ValueExercise:
+    id: str
+    question: str
+    expected: Any  # a number or a (nested) list of numbers
+    explanation: str
+    hints: tuple[str, ...] = ()
+    wrong_answers: tuple[WrongAnswer, ...] = ()
+    atol: float = 5e-3
+    rtol: float = 0.0
+
+
+@dataclass(frozen=True)
+class Case:
+    """One hidden input for a function exercise, and what failing it usually means."""
+
+    name: str
+    args: Callable[[], tuple]  # builds fresh inputs, so a function that mutates them harms nothing
+    feedback: str
+
+
+@dataclass(frozen=True)
+class FunctionExercise:
+    id: str
+    question: str
+    reference: Callable
+    cases: tuple[Case, ...]
+    explanation: str
+    hints: tuple[str, ...] = ()
+    # Known wrong functions: a learner's function that behaves like one of these on a
+    # failing case gets its feedback, which beats the case's general one.
+    wrong_answers: tuple[WrongAnswer, ...] = ()
+    atol: float = 1e-5
+    rtol: float = 1e-4
+    timeout_s: float = 2.0
+
+
+Exercise = ValueExercise | FunctionExercise
