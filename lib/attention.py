@@ -1,4 +1,4 @@
-"""Scaled dot-product attention, written out in full (chapters 1 and 2).
+"""Scaled dot-product attention and multi-head attention, written out in full (chapters 1 and 2).
 
 This is the reference every other module in the book is checked against: the tiled
 FlashAttention loop, the KV cache and the transformer block all promise to give what
@@ -19,14 +19,27 @@ The contract (DESIGN.md):
     * ``is_causal`` is aligned bottom-right: with N queries and M keys, query i sits at
       absolute position M - N + i, as it does when new queries read a KV cache;
     * a query row with no allowed key gives a zero output row and zero weights, never NaN.
+
+Chapter 2 adds ``MultiHeadAttention`` (an SDPA path and its plain twin; C = d_model).
+Input checks live in ``lib.validation``, the other mask helpers in ``lib.masks``.
 """
 
 from __future__ import annotations
 
-import math
 import numbers
 
 import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lib.masks import mask_from_torch, segment_mask, sliding_window_mask
+from lib.validation import (
+    check_mask_shape,
+    check_mask_type,
+    positive_int,
+    resolve_scale,
+    validate_attention_inputs,
+)
 
 __all__ = [
     "softmax",
@@ -34,6 +47,9 @@ __all__ = [
     "causal_mask",
     "sliding_window_mask",
     "padding_mask",
+    "segment_mask",
+    "mask_from_torch",
+    "MultiHeadAttention",
     "validate_attention_inputs",
     "resolve_scale",
 ]
@@ -83,24 +99,6 @@ def causal_mask(n_queries: int, n_keys: int, device: torch.device | str | None =
     return key_pos <= query_pos  # (N, M)
 
 
-def sliding_window_mask(
-    n_queries: int, n_keys: int, window: int, device: torch.device | str | None = None
-) -> torch.Tensor:
-    """Boolean (N, M) mask: query i reads the ``window`` most recent keys up to its own position.
-
-    Aligned bottom-right like ``causal_mask``: query i sits at absolute position
-    p = n_keys - n_queries + i and reads key j iff p - window < j <= p. With a window at
-    least as long as the keys this is exactly ``causal_mask``; ``window=1`` reads only itself.
-    """
-    if isinstance(window, bool) or not isinstance(window, numbers.Integral) or window < 1:
-        raise ValueError(f"window must be a positive integer, got {window!r}")
-    if n_queries < 0 or n_keys < 0:
-        raise ValueError(f"sliding_window_mask needs non-negative sizes, got n_queries={n_queries}, n_keys={n_keys}")
-    query_pos = torch.arange(n_queries, device=device)[:, None] + (n_keys - n_queries)  # (N, 1)
-    key_pos = torch.arange(n_keys, device=device)[None, :]  # (1, M)
-    return (key_pos <= query_pos) & (key_pos > query_pos - window)  # (N, M)
-
-
 def padding_mask(lengths: torch.Tensor | list[int], n: int) -> torch.Tensor:
     """Boolean (B, 1, 1, n) key mask: True for the first ``lengths[b]`` keys of sequence b.
 
@@ -114,63 +112,6 @@ def padding_mask(lengths: torch.Tensor | list[int], n: int) -> torch.Tensor:
         raise ValueError(f"lengths must lie in 0..{n}, got {lengths.tolist()}")
     key_pos = torch.arange(n, device=lengths.device)  # (M,)
     return (key_pos[None, :] < lengths[:, None])[:, None, None, :]  # (B, 1, 1, M)
-
-
-def validate_attention_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> None:
-    """Raise a TypeError/ValueError naming the argument and the shapes seen."""
-    for name, tensor in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(tensor, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
-        if not tensor.dtype.is_floating_point:
-            raise TypeError(f"{name} must be a floating-point tensor, got {tensor.dtype}")
-        if tensor.ndim < 2:
-            raise ValueError(f"{name} must have shape (..., heads, tokens, width), got {tuple(tensor.shape)}")
-    shapes = f"(q: {tuple(q.shape)}, k: {tuple(k.shape)}, v: {tuple(v.shape)})"
-    if not q.dtype == k.dtype == v.dtype:
-        raise TypeError(f"q, k and v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-    if not q.device == k.device == v.device:
-        raise ValueError(f"q, k and v must be on one device, got {q.device}, {k.device}, {v.device}")
-    if not q.ndim == k.ndim == v.ndim:
-        raise ValueError(f"q, k and v must have the same number of dimensions {shapes}")
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"q has d_k={q.shape[-1]} but k has d_k={k.shape[-1]} {shapes}")
-    if k.shape[:-1] != v.shape[:-1]:
-        raise ValueError(f"k and v must agree on every axis but the last {shapes}")
-    if q.ndim >= 3:
-        if q.shape[:-3] != k.shape[:-3]:
-            raise ValueError(f"q and k must have the same batch axes {shapes}")
-        n_heads, n_kv_heads = q.shape[-3], k.shape[-3]
-        if n_kv_heads == 0 or n_heads % n_kv_heads:
-            raise ValueError(
-                f"q has {n_heads} heads, which is not a multiple of the {n_kv_heads} KV heads of k and v {shapes}"
-            )
-    if mask is not None:
-        if not isinstance(mask, torch.Tensor):
-            raise TypeError(f"mask must be a torch.Tensor or None, got {type(mask).__name__}")
-        if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
-            raise TypeError(f"mask must be bool (True = may read) or float (added to scores), got {mask.dtype}")
-        if mask.device != q.device:
-            raise ValueError(f"mask is on {mask.device} but q is on {q.device}")
-        score_shape = (*q.shape[:-1], k.shape[-2])  # (..., H, N, M)
-        try:
-            broadcast = torch.broadcast_shapes(mask.shape, score_shape)
-        except RuntimeError:
-            broadcast = None
-        if broadcast != torch.Size(score_shape):
-            raise ValueError(
-                f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape {score_shape} {shapes}"
-            )
-
-
-def resolve_scale(scale: float | None, q: torch.Tensor) -> float:
-    """The score scale: 1/sqrt(d_k) by default, else any finite real number (int, float, numpy scalar)."""
-    if scale is None:
-        if q.shape[-1] == 0:
-            raise ValueError(f"q has d_k=0, so the default scale 1/sqrt(d_k) is undefined (q: {tuple(q.shape)})")
-        return 1.0 / math.sqrt(q.shape[-1])
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(float(scale)):
-        raise ValueError(f"scale must be a finite real number or None, got {scale!r}")
-    return float(scale)
 
 
 def attention(
@@ -227,3 +168,233 @@ def attention(
     weights = softmax(scores.to(softmax_dtype), dim=-1).to(q.dtype)  # (..., H, N, M)
     output = weights @ v  # (..., H, N, Dv)
     return (output, weights) if return_weights else output
+
+
+# --- Chapter 2: multi-head attention ---------------------------------------------------
+
+
+def _fused_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None,
+    is_causal: bool,
+    dropout_p: float,
+) -> torch.Tensor:
+    """``attention`` through torch's SDPA, with our causal alignment and zero-row convention.
+
+    SDPA may run a fused kernel (flash, memory-efficient, cuDNN, or a CPU flash loop); which
+    one runs depends on device, dtype, shapes and mask, and is never promised.
+    """
+    n_queries, n_keys = q.shape[-2], k.shape[-2]
+    gqa = q.shape[-3] != k.shape[-3]
+    if is_causal and mask is None and n_queries == n_keys:
+        # Only here do SDPA's top-left causal and our bottom-right causal agree; passing the
+        # flag (not a mask) lets SDPA skip the masked half of the score matrix.
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, enable_gqa=gqa)
+    if is_causal:  # N != M or another mask too: spell the bottom-right triangle out
+        causal = causal_mask(n_queries, n_keys, device=q.device)  # (N, M)
+        if mask is None:
+            mask = causal
+        elif mask.dtype == torch.bool:
+            mask = mask & causal
+        else:
+            mask = mask.masked_fill(~causal, float("-inf"))
+    if mask is None:
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, enable_gqa=gqa)
+    if mask.dtype != torch.bool:
+        mask = mask.to(q.dtype)  # SDPA wants a float mask in the dtype of q
+    # Subtle: a row with no allowed key is NaN in some SDPA kernels. Let such rows read
+    # everything (finite values and gradients), then zero them: our convention.
+    allowed = mask if mask.dtype == torch.bool else mask > float("-inf")
+    has_key = allowed.any(dim=-1, keepdim=True)  # (..., N, 1)
+    if bool(has_key.all()):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, enable_gqa=gqa)
+    mask = mask | ~has_key if mask.dtype == torch.bool else mask.masked_fill(~has_key, 0.0)
+    output = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, enable_gqa=gqa)
+    return output.masked_fill(~has_key, 0.0)  # (B, H, N, Dv)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention: h separately parameterized reads of the same sequence.
+
+    ``forward(x)`` is self-attention; ``forward(x, context)`` is cross-attention, queries
+    from x (B, N, C) and keys and values from context (B, M, C). The module is always
+    batch-first. Heads have width D = d_model / n_heads (d_k = d_v = D, a convention).
+
+    Args:
+        d_model: the model width C.
+        n_heads: query heads H; must divide d_model.
+        n_kv_heads: key/value heads Hkv, a divisor of H (default H). Fewer KV heads is
+            grouped-query attention (GQA, Ainslie et al. 2023); one is multi-query attention
+            (MQA, Shazeer 2019). The k and v projections shrink by H / Hkv.
+        bias: biases in the four projections.
+        dropout: probability of dropping an attention weight in training; off in ``eval()``.
+        fused: True routes the read through ``F.scaled_dot_product_attention``; False
+            through ``attention``, the plain twin. Both give the same outputs and gradients
+            (tests/test_multihead.py); the attribute can be switched at any time.
+
+    The pieces are public so that a KV cache can reuse them: ``project`` gives the heads,
+    ``attend`` reads them (any M, bottom-right causal), ``merge_heads`` + ``out_proj`` finish.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        *,
+        n_kv_heads: int | None = None,
+        bias: bool = True,
+        dropout: float = 0.0,
+        fused: bool = True,
+    ) -> None:
+        super().__init__()
+        d_model = positive_int("d_model", d_model)
+        n_heads = positive_int("n_heads", n_heads)
+        n_kv_heads = n_heads if n_kv_heads is None else positive_int("n_kv_heads", n_kv_heads)
+        if d_model % n_heads:
+            raise ValueError(
+                f"d_model={d_model} is not divisible by n_heads={n_heads}: each head takes d_model / n_heads"
+            )
+        if n_heads % n_kv_heads:
+            raise ValueError(
+                f"n_heads={n_heads} is not a multiple of n_kv_heads={n_kv_heads}: "
+                "each KV head must serve the same number of query heads"
+            )
+        if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real) or not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be a probability in [0, 1), got {dropout!r}")
+        self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
+        self.head_dim = d_model // n_heads
+        self.dropout = float(dropout)
+        self.fused = bool(fused)
+        self.q_proj = nn.Linear(d_model, n_heads * self.head_dim, bias=bias)  # C -> H·D
+        self.k_proj = nn.Linear(d_model, n_kv_heads * self.head_dim, bias=bias)  # C -> Hkv·D
+        self.v_proj = nn.Linear(d_model, n_kv_heads * self.head_dim, bias=bias)  # C -> Hkv·D
+        self.out_proj = nn.Linear(n_heads * self.head_dim, d_model, bias=bias)  # H·D -> C
+
+    def extra_repr(self) -> str:
+        return (
+            f"d_model={self.d_model}, n_heads={self.n_heads}, n_kv_heads={self.n_kv_heads}, "
+            f"head_dim={self.head_dim}, dropout={self.dropout}, fused={self.fused}"
+        )
+
+    @staticmethod
+    def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
+        """(B, N, h·D) -> (B, h, N, D): cut the features into h heads, then move heads forward."""
+        batch, tokens, width = x.shape
+        return x.view(batch, tokens, n_heads, width // n_heads).transpose(1, 2)  # (B, h, N, D)
+
+    @staticmethod
+    def merge_heads(x: torch.Tensor) -> torch.Tensor:
+        """(B, h, N, D) -> (B, N, h·D): the inverse of ``split_heads`` (concatenate the heads).
+
+        Subtle: the transpose must come before the reshape. Reshaping (B, h, N, D) straight
+        to (B, N, h·D) runs without error and mixes tokens of different positions.
+        """
+        batch, heads, tokens, width = x.shape
+        return x.transpose(1, 2).reshape(batch, tokens, heads * width)  # (B, N, h·D)
+
+    def project(
+        self, x: torch.Tensor, context: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Queries from x, keys and values from context (default x), split into heads."""
+        source = x if context is None else context
+        q = self.split_heads(self.q_proj(x), self.n_heads)  # (B, H, N, D)
+        k = self.split_heads(self.k_proj(source), self.n_kv_heads)  # (B, Hkv, M, D)
+        v = self.split_heads(self.v_proj(source), self.n_kv_heads)  # (B, Hkv, M, D)
+        return q, k, v
+
+    def attend(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        *,
+        is_causal: bool = False,
+    ) -> torch.Tensor:
+        """Each query head reads its KV head: (B, H, N, D), (B, Hkv, M, D) x2 -> (B, H, N, D).
+
+        ``is_causal`` is bottom-right (query i at position M - N + i), so new queries can
+        read cached keys. Dropout falls on the weights, in training only.
+        """
+        dropout_p = self.dropout if self.training else 0.0
+        if self.fused:
+            return _fused_attention(q, k, v, mask, is_causal, dropout_p)
+        if dropout_p == 0.0:
+            return attention(q, k, v, mask, is_causal=is_causal)  # (B, H, N, D)
+        _, weights = attention(q, k, v, mask, is_causal=is_causal, return_weights=True)  # (B, H, N, M)
+        weights = F.dropout(weights, dropout_p)  # kept weights scaled by 1 / (1 - p)
+        v = v.repeat_interleave(self.n_heads // self.n_kv_heads, dim=-3)  # (B, H, M, D)
+        return weights @ v  # (B, H, N, D)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        context: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        *,
+        is_causal: bool = False,
+    ) -> torch.Tensor:
+        """(B, N, C) -> (B, N, C). With ``context`` (B, M, C): cross-attention.
+
+        ``mask`` follows the contract of ``attention`` (bool True = may read, or float added
+        to the scores), broadcastable to (B, H, N, M), e.g. ``padding_mask(lengths, M)``.
+        """
+        self._validate(x, context, mask)
+        q, k, v = self.project(x, context)  # (B, H, N, D), (B, Hkv, M, D), (B, Hkv, M, D)
+        heads = self.attend(q, k, v, mask, is_causal=is_causal)  # (B, H, N, D)
+        return self.out_proj(self.merge_heads(heads))  # (B, N, C)
+
+    def _validate(self, x: object, context: object, mask: object) -> None:
+        for name, tensor in (("x", x), ("context", context)):
+            if tensor is None:
+                continue
+            if not isinstance(tensor, torch.Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+            if tensor.ndim != 3 or tensor.shape[-1] != self.d_model:
+                raise ValueError(
+                    f"{name} must have shape (B, tokens, d_model={self.d_model}), got {tuple(tensor.shape)}"
+                )
+        if context is not None and context.shape[0] != x.shape[0]:
+            raise ValueError(
+                f"context has batch size {context.shape[0]} but x has {x.shape[0]} "
+                f"(x: {tuple(x.shape)}, context: {tuple(context.shape)})"
+            )
+        if mask is not None:
+            check_mask_type(mask)
+            n_keys = x.shape[1] if context is None else context.shape[1]
+            context_shape = "" if context is None else f", context: {tuple(context.shape)}"
+            score_shape = (x.shape[0], self.n_heads, x.shape[1], n_keys)  # (B, H, N, M)
+            check_mask_shape(mask, score_shape, f"(B, H, N, M) (x: {tuple(x.shape)}{context_shape})")
+
+    @classmethod
+    def from_torch(cls, module: nn.MultiheadAttention, *, fused: bool = True) -> MultiHeadAttention:
+        """A copy of ``nn.MultiheadAttention`` that gives the same outputs.
+
+        Ours is always batch-first: for a ``batch_first=False`` module, feed (B, N, C) where
+        it takes (N, B, C). Its masks read True as "blocked": translate them with
+        ``mask_from_torch``. ``add_bias_kv``, ``add_zero_attn`` and kdim/vdim != embed_dim
+        have no counterpart here and are refused.
+        """
+        if not isinstance(module, nn.MultiheadAttention):
+            raise TypeError(f"module must be an nn.MultiheadAttention, got {type(module).__name__}")
+        if not module._qkv_same_embed_dim:
+            raise ValueError(
+                f"kdim={module.kdim} / vdim={module.vdim} differ from embed_dim={module.embed_dim}: not supported"
+            )
+        if module.bias_k is not None or module.add_zero_attn:
+            raise ValueError("add_bias_kv and add_zero_attn have no counterpart in MultiHeadAttention")
+        bias = module.in_proj_bias is not None
+        weight = module.in_proj_weight
+        ours = cls(module.embed_dim, module.num_heads, bias=bias, dropout=module.dropout, fused=fused)
+        ours = ours.to(device=weight.device, dtype=weight.dtype)
+        with torch.no_grad():
+            # in_proj_weight stacks W_Q, W_K, W_V as rows: (3C, C)
+            projections = (ours.q_proj, ours.k_proj, ours.v_proj)
+            for projection, part in zip(projections, weight.chunk(3), strict=True):
+                projection.weight.copy_(part)
+            for projection, part in zip(projections, module.in_proj_bias.chunk(3) if bias else (), strict=False):
+                projection.bias.copy_(part)
+            ours.out_proj.load_state_dict(module.out_proj.state_dict())
+        return ours.train(module.training)

@@ -241,3 +241,16 @@ def test_no_keys_at_all_gives_zeros():
     q, k, v = torch.randn(2, 3, 4), torch.randn(2, 0, 4), torch.randn(2, 0, 5)
     out, weights = attention(q, k, v, return_weights=True)
     assert out.shape == (2, 3, 5) and torch.all(out == 0) and weights.shape == (2, 3, 0)
+
+
+def test_contract_names_are_importable_from_lib_attention():
+    """DESIGN.md promises these names in lib.attention, wherever they are defined."""
+    import lib.attention
+    import lib.masks
+    import lib.validation
+
+    for name in ("sliding_window_mask", "segment_mask", "mask_from_torch"):
+        assert getattr(lib.attention, name) is getattr(lib.masks, name)
+    for name in ("validate_attention_inputs", "resolve_scale"):
+        assert getattr(lib.attention, name) is getattr(lib.validation, name)
+    assert set(lib.attention.__all__) >= {"softmax", "attention", "causal_mask", "padding_mask", "MultiHeadAttention"}

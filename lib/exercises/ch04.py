@@ -1,0 +1,286 @@
+"""Chapter 4's check-yourself exercises: the transformer block.
+
+Value exercises are plain data, written as the arithmetic that produces them; the numbers
+differ from those the chapter prints, so each asks for the idea applied anew. The function
+exercise (write RMSNorm) is graded on hidden cases against ``lib.blocks.rms_norm``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from lib.blocks import layer_norm, rms_norm
+from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswer
+
+# --- FFN parameters: d = 96, f = 320, biases included ------------------------------------
+_D, _F = 96, 320
+_FFN_WEIGHTS = 2 * _D * _F  # W1: d×f and W2: f×d
+_FFN_PARAMS = _FFN_WEIGHTS + _F + _D  # b1 has f entries, b2 has d
+
+# --- SwiGLU width matching a 4d MLP at d = 384 (weights only) ---------------------------
+_DS = 384
+_SWIGLU_F = 8 * _DS // 3  # 3·d·f = 2·d·4d  ->  f = 8d/3 = 1024
+
+# --- LayerNorm by hand ---------------------------------------------------------------------
+_TOKEN = [2.0, 4.0, 6.0, 8.0]  # mean 5, deviations ±3, ±1, biased variance 5
+_MEAN = sum(_TOKEN) / 4
+_DEV = [t - _MEAN for t in _TOKEN]
+_VAR = sum(e * e for e in _DEV) / 4
+_LN = [e / math.sqrt(_VAR) for e in _DEV]
+_LN_UNBIASED = [e / math.sqrt(sum(e * e for e in _DEV) / 3) for e in _DEV]
+_RMS = [t / math.sqrt(sum(t * t for t in _TOKEN) / 4) for t in _TOKEN]
+
+# --- Blocks whose branches output zero: token [1, 3, 4, 8] --------------------------------
+_X = [1.0, 3.0, 4.0, 8.0]
+_X_NORMED = layer_norm(torch.tensor(_X)).tolist()  # what LayerNorm (weight 1, bias 0) gives
+_X_TWICE = layer_norm(layer_norm(torch.tensor(_X))).tolist()  # post-norm: Norm2(Norm1(x + 0) + 0)
+
+# --- Residual gradient: two scalar blocks y = x + a·x ------------------------------------
+_A1, _A2 = 0.5, -0.8
+
+_NOT_MIXING = (
+    "The FFN applies the same map to each token on its own: only the changed token's FFN output "
+    "moves. Mixing across positions is attention's job."
+)
+
+CHAPTER_4 = (
+    ValueExercise(
+        id="4.ffn-params",
+        question=(
+            f"A two-projection FFN has d = {_D} and hidden width f = {_F}, with biases. "
+            "How many parameters does it have?"
+        ),
+        expected=_FFN_PARAMS,
+        explanation=(
+            f"W1 (d×f) and W2 (f×d) hold 2·{_D}·{_F} = {_FFN_WEIGHTS} weights; b1 adds f = {_F} "
+            f"and b2 adds d = {_D}: {_FFN_PARAMS} in all."
+        ),
+        hints=("Count W1: d×f, b1: f, W2: f×d, b2: d.",),
+        wrong_answers=(
+            WrongAnswer(_FFN_WEIGHTS, "Those are the weights only: add the biases b1 (f entries) and b2 (d entries)."),
+            WrongAnswer(
+                _D * _F + _F + _D, "You counted one weight matrix. There are two: W1 (d×f) up and W2 (f×d) down."
+            ),
+            WrongAnswer(
+                _FFN_WEIGHTS + 2 * _F,
+                "b2 follows W2, which maps back to d features: it has d entries, not f.",
+            ),
+            WrongAnswer(
+                8 * _D * _D + 4 * _D + _D,
+                "That is the count for f = 4d. Here the hidden width is given: f = 320.",
+            ),
+        ),
+        atol=0.5,
+    ),
+    ValueExercise(
+        id="4.swiglu-width",
+        question=(
+            f"A model with d = {_DS} swaps its 4d MLP for SwiGLU and wants the same number of weights "
+            "(ignore biases and rounding). What hidden width f should the SwiGLU use?"
+        ),
+        expected=_SWIGLU_F,
+        explanation=(
+            f"The MLP holds 2·d·4d = 8d² weights; SwiGLU holds three d×f matrices, 3df. "
+            f"3df = 8d² gives f = 8d/3 = {_SWIGLU_F}."
+        ),
+        hints=("Count the MLP's weights (two matrices) and SwiGLU's (three), and set them equal.",),
+        wrong_answers=(
+            WrongAnswer(4 * _DS, "4d is the MLP's width. SwiGLU has three matrices, so f must shrink to match."),
+            WrongAnswer(4 * _DS // 3, "You matched a single d×4d matrix; the MLP has two, 8d² weights in all."),
+            WrongAnswer(2 * _DS, "That matches 8d² with four d×f matrices; SwiGLU has three (gate, up, down)."),
+        ),
+        atol=0.5,
+    ),
+    ValueExercise(
+        id="4.layernorm-by-hand",
+        question=(
+            "Apply LayerNorm (weight 1, bias 0, eps negligible) to the token [2, 4, 6, 8]. What are the four outputs?"
+        ),
+        expected=_LN,
+        explanation=(
+            f"Mean {_MEAN:g}; deviations {[round(e) for e in _DEV]}; the variance divides by d = 4: {_VAR:g}. "
+            f"Dividing by √{_VAR:g} ≈ {math.sqrt(_VAR):.4f} gives about {[round(v, 4) for v in _LN]}."
+        ),
+        hints=("Subtract the mean, then divide by the square root of the mean squared deviation.",),
+        wrong_answers=(
+            WrongAnswer(
+                _LN_UNBIASED,
+                "You used the unbiased variance (divide by d - 1 = 3). LayerNorm divides by d = 4.",
+            ),
+            WrongAnswer(_RMS, "That is RMSNorm: it rescales without subtracting the mean. LayerNorm centers first."),
+            WrongAnswer([e / _VAR for e in _DEV], "You divided by the variance; divide by its square root."),
+            WrongAnswer(_DEV, "You centered the token but did not rescale it by its standard deviation."),
+        ),
+    ),
+    ValueExercise(
+        id="4.prenorm-zero-branches",
+        question=(
+            "A pre-norm block (LayerNorm, weight 1, bias 0) has all its attention and FFN weights and biases "
+            "set to zero, so both branches output zeros. What does it output for a lone token [1, 3, 4, 8]?"
+        ),
+        expected=_X,
+        explanation=(
+            "U = X + Attention(Norm1(X)) = X + 0 and Y = U + FFN(Norm2(U)) = U: the token passes unchanged. "
+            "Pre-norm normalizes what each branch reads, never the residual stream itself."
+        ),
+        hints=("Write U = X + Attention(Norm1(X)) and Y = U + FFN(Norm2(U)) with zero branches.",),
+        wrong_answers=(
+            WrongAnswer(
+                _X_NORMED,
+                "That is the normalized token, what post-norm's Norm(X + 0) gives. In a pre-norm block the "
+                "norm feeds the branch only; the residual stream passes unnormalized.",
+            ),
+            WrongAnswer([0.0] * 4, "The residual adds the input back: a zero branch leaves X, not zero."),
+        ),
+    ),
+    ValueExercise(
+        id="4.postnorm-zero-branches",
+        question=(
+            "Now the post-norm version of that block, U = Norm1(X + Attention(X)), Y = Norm2(U + FFN(U)), with "
+            "the same zero branches. What does it output for the token [1, 3, 4, 8]?"
+        ),
+        expected=_X_TWICE,
+        explanation=(
+            "X + 0 is normalized: mean 4, variance 6.5, giving about "
+            f"{[round(v, 4) for v in _X_NORMED]}. Normalizing that again changes nothing visible: "
+            "its mean is already 0 and its variance 1. Post-norm rescales the residual stream itself."
+        ),
+        hints=("The norm now sits after the addition: normalize X + 0.",),
+        wrong_answers=(
+            WrongAnswer(_X, "That is pre-norm's answer. Post-norm normalizes the sum X + branch, the stream itself."),
+            WrongAnswer([0.0] * 4, "The residual adds the input back before the norm: X + 0 = X, then Norm(X)."),
+        ),
+    ),
+    ValueExercise(
+        id="4.what-changes",
+        question=(
+            "A causal sequence has 8 tokens, positions 0 to 7. You change the input at position 5. "
+            "(a) Applying the FFN to these 8 inputs, how many positions' outputs change? "
+            "(b) Through a whole causal block (attention, then FFN), how many positions' outputs change? "
+            "Answer [a, b]."
+        ),
+        expected=[1, 3],
+        explanation=(
+            "The FFN is per-token, so only position 5 moves. Causal attention lets positions 5, 6 and 7 "
+            "read position 5, so 3 outputs of the block change; positions 0 to 4 cannot see it."
+        ),
+        hints=("Which positions may read position 5 under a causal mask? Does the FFN read any other position?",),
+        wrong_answers=(
+            WrongAnswer([3, 3], _NOT_MIXING),
+            WrongAnswer([8, 8], _NOT_MIXING + " And with a causal mask, earlier positions cannot read later ones."),
+            WrongAnswer([1, 1], "The FFN does not mix, but attention does: later positions read position 5."),
+            WrongAnswer([1, 8], "Without a mask all 8 would change; the causal mask hides position 5 from 0 to 4."),
+            WrongAnswer(
+                [1, 6],
+                "Flipped direction: a causal query reads the past, so positions 5..7 read position 5, not 0..5.",
+            ),
+        ),
+        atol=0.01,
+    ),
+    ValueExercise(
+        id="4.residual-gradient",
+        question=(
+            f"Two scalar residual blocks: y1 = x + a1·x and y2 = y1 + a2·y1, with a1 = {_A1} and a2 = {_A2}. "
+            "What is dy2/dx?"
+        ),
+        expected=(1 + _A1) * (1 + _A2),
+        explanation=(
+            f"Each block's derivative is 1 + a: identity plus branch. Chained, ({1 + _A1:g})·({1 + _A2:g}) = "
+            f"{(1 + _A1) * (1 + _A2):.2f}. The identity route is there, but the branch can still shrink the product."
+        ),
+        hints=("Differentiate each block (1 + a), then chain them by multiplying.",),
+        wrong_answers=(
+            WrongAnswer(1.0, "That is the identity route alone; each branch's derivative adds to it: 1 + a per block."),
+            WrongAnswer(_A1 * _A2, "That is the branch-only route; the identity routes add 1 to each factor."),
+            WrongAnswer(
+                1 + _A1 + _A2, "You added the routes but dropped the cross term a1·a2: multiply (1 + a1)(1 + a2)."
+            ),
+        ),
+    ),
+)
+
+
+def _rows(*rows: list[float], weight: list[float] | None = None, eps: float = 1e-6) -> tuple:
+    x = torch.tensor(rows, dtype=torch.float32)  # (tokens, d)
+    w = torch.ones(x.shape[-1]) if weight is None else torch.tensor(weight)  # (d,)
+    return x, w, eps
+
+
+CHAPTER_4_FUNCTIONS = (
+    FunctionExercise(
+        id="4.rms-norm",
+        question=(
+            "Write my_rms_norm(x, weight, eps) that divides each token (the last axis of x) by the root mean "
+            "square of its features, sqrt(mean(x²) + eps), then multiplies by weight."
+        ),
+        reference=rms_norm,
+        cases=(
+            Case("one token", lambda: _rows([3.0, 4.0]), "RMS of [3, 4] is sqrt((9 + 16) / 2); divide by it."),
+            Case(
+                "several tokens",
+                lambda: _rows([1.0, -2.0, 3.0, 0.5], [0.2, 0.1, -0.4, 0.3], [10.0, 20.0, 30.0, 40.0]),
+                "Each token gets its own RMS: take the mean over the last axis with keepdim=True.",
+            ),
+            Case(
+                "non-zero mean",
+                lambda: _rows([5.0, 6.0, 7.0, 9.0]),
+                "RMSNorm does not subtract the mean: a token far from zero keeps its sign pattern.",
+            ),
+            Case(
+                "learned weight",
+                lambda: _rows([1.0, 2.0, -3.0, 4.0], weight=[2.0, -1.0, 0.5, 3.0]),
+                "Multiply the normalized token by weight, elementwise.",
+            ),
+            Case(
+                "large eps",
+                lambda: _rows([0.1, -0.1, 0.2, 0.0], eps=0.1),
+                "Use the eps you are given, inside the square root: sqrt(mean(x²) + eps).",
+            ),
+            Case(
+                "all-zero token",
+                lambda: _rows([0.0, 0.0, 0.0], [1.0, 2.0, 3.0]),
+                "An all-zero token has RMS 0: eps inside the square root keeps it from 0/0 = NaN.",
+            ),
+            Case(
+                "batched 3-D input",
+                lambda: (torch.arange(30, dtype=torch.float32).reshape(2, 3, 5).cos() * 4, torch.ones(5), 1e-6),
+                "Work on the last axis of any tensor (dim=-1), not only 2-D matrices.",
+            ),
+        ),
+        wrong_answers=(
+            WrongAnswer(
+                lambda x, w, eps: layer_norm(x, w, None, eps),
+                "You subtracted the mean: that is LayerNorm. RMSNorm only rescales, without centering.",
+            ),
+            WrongAnswer(
+                lambda x, w, eps: x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) + eps) * w,
+                "You divided by the root of the SUM of squares; RMS uses their MEAN (divide the sum by d).",
+            ),
+            WrongAnswer(
+                lambda x, w, eps: x * torch.rsqrt(x.pow(2).mean(0, keepdim=True) + eps) * w,
+                "You averaged over the first axis (across tokens). Normalize each token over its features: dim=-1.",
+            ),
+            WrongAnswer(
+                lambda x, w, eps: x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps) * w,
+                "eps belongs inside the square root: sqrt(mean(x²) + eps), not sqrt(mean(x²)) + eps.",
+            ),
+            WrongAnswer(
+                lambda x, w, eps: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps),
+                "You forgot the learned weight: multiply the normalized token by weight.",
+            ),
+            WrongAnswer(
+                lambda x, w, eps: x * torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + eps) * w,
+                "You divided by the standard deviation (which centers inside); RMSNorm divides by sqrt(mean(x²)).",
+            ),
+        ),
+        explanation=(
+            "x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight: one reduction, no centering, "
+            "no shift. It matches torch.nn.RMSNorm(d, eps=eps)."
+        ),
+        hints=("x.pow(2).mean(dim=-1, keepdim=True) is each token's mean square; torch.rsqrt is 1 / sqrt.",),
+    ),
+)
+
+EXERCISES = CHAPTER_4 + CHAPTER_4_FUNCTIONS

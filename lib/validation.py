@@ -1,0 +1,87 @@
+"""Input checks shared by the attention functions and modules (chapters 1 and 2).
+
+Each check fails fast with a TypeError or ValueError that names the argument and shows the
+shapes it saw, so that a wrong axis is found at the call, not three layers later.
+Shape letters as in ``lib.attention``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+
+__all__ = ["validate_attention_inputs", "resolve_scale", "check_mask_type", "check_mask_shape", "positive_int"]
+
+
+def validate_attention_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> None:
+    """Raise a TypeError/ValueError naming the argument and the shapes seen."""
+    for name, tensor in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+        if not tensor.dtype.is_floating_point:
+            raise TypeError(f"{name} must be a floating-point tensor, got {tensor.dtype}")
+        if tensor.ndim < 2:
+            raise ValueError(f"{name} must have shape (..., heads, tokens, width), got {tuple(tensor.shape)}")
+    shapes = f"(q: {tuple(q.shape)}, k: {tuple(k.shape)}, v: {tuple(v.shape)})"
+    if not q.dtype == k.dtype == v.dtype:
+        raise TypeError(f"q, k and v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if not q.device == k.device == v.device:
+        raise ValueError(f"q, k and v must be on one device, got {q.device}, {k.device}, {v.device}")
+    if not q.ndim == k.ndim == v.ndim:
+        raise ValueError(f"q, k and v must have the same number of dimensions {shapes}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q has d_k={q.shape[-1]} but k has d_k={k.shape[-1]} {shapes}")
+    if k.shape[:-1] != v.shape[:-1]:
+        raise ValueError(f"k and v must agree on every axis but the last {shapes}")
+    if q.ndim >= 3:
+        if q.shape[:-3] != k.shape[:-3]:
+            raise ValueError(f"q and k must have the same batch axes {shapes}")
+        n_heads, n_kv_heads = q.shape[-3], k.shape[-3]
+        if n_kv_heads == 0 or n_heads % n_kv_heads:
+            raise ValueError(
+                f"q has {n_heads} heads, which is not a multiple of the {n_kv_heads} KV heads of k and v {shapes}"
+            )
+    if mask is not None:
+        check_mask_type(mask)
+        if mask.device != q.device:
+            raise ValueError(f"mask is on {mask.device} but q is on {q.device}")
+        check_mask_shape(mask, (*q.shape[:-1], k.shape[-2]), shapes)  # (..., H, N, M)
+
+
+def resolve_scale(scale: float | None, q: torch.Tensor) -> float:
+    """The score scale: 1/sqrt(d_k) by default, else any finite real number (int, float, numpy scalar)."""
+    if scale is None:
+        if q.shape[-1] == 0:
+            raise ValueError(f"q has d_k=0, so the default scale 1/sqrt(d_k) is undefined (q: {tuple(q.shape)})")
+        return 1.0 / math.sqrt(q.shape[-1])
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(float(scale)):
+        raise ValueError(f"scale must be a finite real number or None, got {scale!r}")
+    return float(scale)
+
+
+def check_mask_type(mask: object) -> None:
+    """A mask is a bool tensor (True = may read) or a float one (added to the scores)."""
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"mask must be a torch.Tensor or None, got {type(mask).__name__}")
+    if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
+        raise TypeError(f"mask must be bool (True = may read) or float (added to scores), got {mask.dtype}")
+
+
+def check_mask_shape(mask: torch.Tensor, score_shape: tuple[int, ...], shapes: str) -> None:
+    """The mask must broadcast to the scores' shape (..., H, N, M) without growing it."""
+    try:
+        broadcast = torch.broadcast_shapes(mask.shape, score_shape)
+    except RuntimeError:
+        broadcast = None
+    if broadcast != torch.Size(score_shape):
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape {tuple(score_shape)} {shapes}"
+        )
+
+
+def positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
