@@ -1,0 +1,309 @@
+"""Chapter 2's check-yourself exercises: batches, heads and cross-attention.
+
+Value exercises are plain data; each number is written as the arithmetic that produces it.
+Function exercises name a reference in lib and hidden cases that catch the section's
+traps: a transposed head axis, a flipped mask polarity, top-left causal alignment.
+``tests/test_exercises.py`` proves each accepts its reference and names each mistake.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from lib.attention import MultiHeadAttention, causal_mask, padding_mask
+from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswer
+
+
+def _softmax(scores: list[float]) -> list[float]:
+    exps = [math.exp(s) for s in scores]
+    return [e / sum(exps) for e in exps]
+
+
+# --- 2.mask-after-softmax: scores [2, 1, 0.5], key 3 disallowed, scalar values [1, 2, 10].
+_SCORES, _VALUES = [2.0, 1.0, 0.5], [1.0, 2.0, 10.0]
+_MASKED = _softmax(_SCORES[:2])  # softmax over the two allowed keys
+_ALL = _softmax(_SCORES)  # softmax over all three
+_CORRECT_READ = _MASKED[0] * 1 + _MASKED[1] * 2  # ≈ 1.2689
+_AFTER_SOFTMAX = _ALL[0] * 1 + _ALL[1] * 2  # weight of key 3 zeroed, no renormalizing ≈ 1.0910
+_UNMASKED = sum(w * v for w, v in zip(_ALL, _VALUES, strict=True))  # ≈ 2.4934
+_SCORE_ZERO = sum(w * v for w, v in zip(_softmax([2.0, 1.0, 0.0]), _VALUES, strict=True))  # ≈ 2.0550
+
+# --- 2.gqa-kv-params: d = 768, h = 12, n_kv_heads = 4, no biases; d_k = 768 / 12 = 64.
+_D, _H, _HKV = 768, 12, 4
+_DK = _D // _H
+_KV_PARAMS = 2 * _D * _HKV * _DK  # k_proj and v_proj: 2 · 768 · (4 · 64) = 393216
+_FULL_KV = 2 * _D * _D  # ordinary multi-head: 1179648
+
+CHAPTER_2 = (
+    ValueExercise(
+        id="2.score-shape",
+        question=(
+            "A decoder of width d = 96 with h = 12 heads cross-attends from N = 10 target tokens to "
+            "M = 6 source tokens, batch B = 4. What is the shape of the score tensor? Answer as a list "
+            "of four sizes."
+        ),
+        expected=[4, 12, 10, 6],
+        explanation="Scores are B × h × N × M: one row per query and head, one column per key.",
+        hints=("Each head scores every query against every key; queries come first.",),
+        wrong_answers=(
+            WrongAnswer(
+                [4, 12, 6, 10],
+                "Rows and columns are swapped: the scores are Q Kᵀ, so queries (N = 10) index the rows "
+                "and keys (M = 6) the columns.",
+            ),
+            WrongAnswer(
+                [4, 12, 10, 10],
+                "That is self-attention's shape. In cross-attention the keys come from the source, M = 6.",
+            ),
+            WrongAnswer(
+                [4, 12, 10, 8],
+                "That is the per-head output (B × h × N × d_v, with d_v = 96/12 = 8). The scores have one "
+                "column per key.",
+            ),
+            WrongAnswer(
+                [4, 10, 12, 6],
+                "The head axis comes before the token axis: (B, h, N, M), after the transpose that makes "
+                "each head a batch of its own.",
+            ),
+        ),
+        atol=0.0,
+    ),
+    ValueExercise(
+        id="2.mask-after-softmax",
+        question=(
+            "One query has scaled scores [2, 1, 0.5] over three keys whose values are the numbers "
+            "[1, 2, 10], and the mask forbids the third key. What does the query read?"
+        ),
+        expected=_CORRECT_READ,
+        explanation=(
+            f"Set the third score to -inf before the softmax: the weights are softmax([2, 1]) ≈ "
+            f"[{_MASKED[0]:.4f}, {_MASKED[1]:.4f}], and the read is ≈ {_CORRECT_READ:.4f}."
+        ),
+        hints=("Mask before the softmax, so the forbidden key is not in the denominator.",),
+        wrong_answers=(
+            WrongAnswer(
+                _AFTER_SOFTMAX,
+                "You zeroed the third weight after the softmax without renormalizing: the forbidden score "
+                "still sat in the denominator, so the two remaining weights sum to less than 1.",
+            ),
+            WrongAnswer(_UNMASKED, "That ignores the mask: the third key (value 10) was read."),
+            WrongAnswer(
+                _SCORE_ZERO,
+                "You set the forbidden score to 0. A score of 0 still gets weight exp(0); it must be -inf.",
+            ),
+            WrongAnswer(
+                10.0,
+                "The mask polarity is flipped: you read only the forbidden key. True/allowed means 'may read'.",
+            ),
+        ),
+        atol=2e-3,
+    ),
+    ValueExercise(
+        id="2.cache-causal-row",
+        question=(
+            "A KV cache holds M = 7 keys (the 3 newest tokens included) and N = 3 new queries attend "
+            "causally. Which keys may the second new query read? Answer with a 0/1 list of length 7."
+        ),
+        expected=[1, 1, 1, 1, 1, 1, 0],
+        explanation=(
+            "Aligned bottom-right, the new query i sits at absolute position M - N + i = 7 - 3 + 1 = 5 and "
+            "reads keys 0..5."
+        ),
+        hints=("The last new query is the last token and reads everything; count back from there.",),
+        wrong_answers=(
+            WrongAnswer(
+                [1, 1, 0, 0, 0, 0, 0],
+                "That is top-left alignment (query i reads keys 0..i), what torch's SDPA is_causal does "
+                "when N ≠ M. The new queries are the last N positions: align bottom-right.",
+            ),
+            WrongAnswer(
+                [0, 0, 0, 0, 0, 0, 1],
+                "The polarity is flipped: 1 marks the keys the query MAY read (SDPA's and our convention).",
+            ),
+            WrongAnswer(
+                [1, 1, 1, 1, 1, 1, 1],
+                "That is the last query's row. The second new query sits at position 5 and may not read key 6.",
+            ),
+        ),
+        atol=0.0,
+    ),
+    ValueExercise(
+        id="2.gqa-kv-params",
+        question=(
+            "A layer has d = 768, h = 12 query heads and grouped-query attention with 4 KV heads, "
+            "no biases, d_k = d_v = d/h. How many parameters do k_proj and v_proj hold together?"
+        ),
+        expected=float(_KV_PARAMS),
+        explanation=(
+            f"Each projection maps d = {_D} to n_kv_heads · d_k = {_HKV} · {_DK} = {_HKV * _DK} features: "
+            f"2 · {_D} · {_HKV * _DK} = {_KV_PARAMS}, 1/{_H // _HKV} of ordinary multi-head attention's {_FULL_KV}."
+        ),
+        hints=("Each KV projection is a d × (n_kv_heads · d_k) matrix.",),
+        wrong_answers=(
+            WrongAnswer(float(_FULL_KV), "That is ordinary multi-head attention, with 12 KV heads."),
+            WrongAnswer(float(_KV_PARAMS // 2), "That is one projection; count k_proj and v_proj."),
+            WrongAnswer(float(2 * _D * _DK), "That is multi-query attention, with a single KV head."),
+            WrongAnswer(
+                float(_FULL_KV // _HKV),
+                "The projections shrink by n_heads / n_kv_heads = 3, not by n_kv_heads.",
+            ),
+        ),
+        atol=0.5,
+    ),
+    ValueExercise(
+        id="2.concat-width",
+        question=(
+            "A layer with d = 64 and h = 4 heads uses d_k = 16 but d_v = 24. How wide is the "
+            "concatenation of the head outputs that W_O receives?"
+        ),
+        expected=96.0,
+        explanation="Each head returns d_v = 24 features; four heads concatenate to h · d_v = 96, and W_O maps 96 → 64.",
+        hints=("The outputs are weighted values: their width is d_v, not d_k.",),
+        wrong_answers=(
+            WrongAnswer(64.0, "d_k = d_v = d/h is only a convention. The heads return values of width d_v = 24."),
+            WrongAnswer(24.0, "That is one head's output; W_O reads all heads concatenated."),
+            WrongAnswer(16.0, "That is d_k, the width of queries and keys. Outputs are weighted values."),
+        ),
+        atol=0.0,
+    ),
+)
+
+
+# --- function exercises -----------------------------------------------------------------
+
+
+def causal_padding_mask(lengths: torch.Tensor, n_queries: int, n_keys: int) -> torch.Tensor:
+    """Reference: (B, 1, N, M) True where query i may read key j: j < lengths[b] and j <= M - N + i."""
+    return padding_mask(lengths, n_keys) & causal_mask(n_queries, n_keys)  # (B, 1, N, M)
+
+
+def _causal_padding_reference(lengths, n_queries, n_keys):
+    # The grader compares numbers: as 0./1. the learner's bool mask converts to match.
+    return causal_padding_mask(lengths, n_queries, n_keys).float()  # (B, 1, N, M)
+
+
+def _top_left(lengths, n_queries, n_keys):
+    tril = torch.ones(n_queries, n_keys, dtype=torch.bool).tril()  # (N, M), query i reads 0..i
+    return padding_mask(lengths, n_keys) & tril
+
+
+def _padding_on_queries(lengths, n_queries, n_keys):
+    rows = torch.arange(n_queries)[None, :] < torch.as_tensor(lengths)[:, None]  # (B, N)
+    return rows[:, None, :, None] & causal_mask(n_queries, n_keys)  # (B, 1, N, M)
+
+
+def _merge_without_transpose(x):
+    batch, heads, tokens, width = x.shape
+    return x.reshape(batch, tokens, heads * width)
+
+
+def _merge_interleaved(x):
+    batch, heads, tokens, width = x.shape
+    return x.permute(0, 2, 3, 1).reshape(batch, tokens, heads * width)
+
+
+def _heads(*shape: int) -> tuple[torch.Tensor]:
+    return (torch.arange(math.prod(shape), dtype=torch.float32).reshape(shape).sin(),)  # (B, h, N, D)
+
+
+CHAPTER_2_FUNCTIONS = (
+    FunctionExercise(
+        id="2.merge-heads",
+        question=(
+            "Write merge_heads(x) that turns per-head outputs x of shape (B, h, N, d_v) into the "
+            "concatenation (B, N, h·d_v): for each token, head 0's features, then head 1's, ..."
+        ),
+        reference=MultiHeadAttention.merge_heads,
+        cases=(
+            Case("one head", lambda: _heads(1, 1, 3, 2), "Return shape (B, N, h·d_v)."),
+            Case(
+                "two heads",
+                lambda: _heads(1, 2, 3, 2),
+                "Token n's row must hold x[:, 0, n], then x[:, 1, n], ...: move the head axis next to the "
+                "feature axis (transpose(1, 2)) before reshaping. The transposed tensor is not contiguous, "
+                "so .view() refuses it: use .reshape().",
+            ),
+            Case("a batch", lambda: _heads(2, 3, 4, 2), "Keep the batch axis first and untouched."),
+            Case(
+                "more heads than tokens",
+                lambda: _heads(2, 5, 2, 3),
+                "Read the sizes from x.shape; do not assume h, N or d_v.",
+            ),
+        ),
+        wrong_answers=(
+            WrongAnswer(
+                _merge_without_transpose,
+                "You reshaped (B, h, N, d_v) straight to (B, N, h·d_v): the head axis was never moved, so "
+                "each new row mixes features of different tokens. transpose(1, 2) first, then reshape.",
+            ),
+            WrongAnswer(
+                _merge_interleaved,
+                "Your heads are interleaved feature by feature. Concatenation keeps each head's d_v "
+                "features together: (B, N, h, d_v) -> (B, N, h·d_v).",
+            ),
+        ),
+        explanation="x.transpose(1, 2) gives (B, N, h, d_v); reshape(B, N, h·d_v) then lays the heads side by side.",
+        hints=("Which axis must sit next to d_v before the last two axes are flattened together?",),
+    ),
+    FunctionExercise(
+        id="2.causal-padding-mask",
+        question=(
+            "Write causal_padding_mask(lengths, n_queries, n_keys) returning a boolean (B, 1, N, M) mask, "
+            "True where query i of sequence b may read key j: j is not padding (j < lengths[b]) and j is "
+            "not in the future, with the queries aligned to the last N of the M key positions."
+        ),
+        reference=_causal_padding_reference,
+        cases=(
+            Case(
+                "square, no padding",
+                lambda: (torch.tensor([4]), 4, 4),
+                "With nothing padded this is the causal lower triangle; True means 'may read'.",
+            ),
+            Case(
+                "padding",
+                lambda: (torch.tensor([4, 2]), 4, 4),
+                "Padding removes keys (columns), whatever the query: key j of sequence b is readable only "
+                "if j < lengths[b].",
+            ),
+            Case(
+                "fewer queries than keys",
+                lambda: (torch.tensor([6, 5]), 2, 6),
+                "Query i sits at position M - N + i (bottom-right); the last query reads every real key.",
+            ),
+            Case(
+                "one token",
+                lambda: (torch.tensor([1, 0]), 1, 1),
+                "A sequence of length 0 has no key at all: its row is all False.",
+            ),
+        ),
+        wrong_answers=(
+            WrongAnswer(
+                lambda lengths, n, m: ~causal_padding_mask(lengths, n, m),
+                "The polarity is flipped: True must mean 'may read' (SDPA's and our convention). "
+                "nn.MultiheadAttention reads True as 'blocked'; that is the other convention.",
+            ),
+            WrongAnswer(
+                lambda lengths, n, m: padding_mask(lengths, m) | causal_mask(n, m),
+                "You combined with | (or): a key must be both real AND not in the future: use &.",
+            ),
+            WrongAnswer(
+                _padding_on_queries,
+                "You applied the padding along the query axis: padding removes keys, so the lengths "
+                "compare with the last (key) axis.",
+            ),
+            WrongAnswer(
+                _top_left,
+                "That is top-left alignment (query i reads keys 0..i). With N < M the queries are the last "
+                "N positions: query i reads keys 0..M - N + i.",
+            ),
+        ),
+        explanation="padding_mask(lengths, M) (B, 1, 1, M) & causal_mask(N, M) (N, M) broadcast to (B, 1, N, M).",
+        hints=("Build the key-padding part and the causal part separately, then combine them with &.",),
+        atol=0.0,
+        rtol=0.0,
+    ),
+)
+
+EXERCISES = CHAPTER_2 + CHAPTER_2_FUNCTIONS

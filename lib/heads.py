@@ -1,0 +1,249 @@
+"""What chapter 2 shows about multi-head attention: shapes, heads, precision (chapter 2).
+
+The machinery is ``lib.attention.MultiHeadAttention``; this module holds the chapter's
+demonstrations, so that the notebook's cells stay a few lines long:
+
+* ``shape_table`` and ``reshape_steps`` record the shapes of a real forward pass;
+* ``toy_sentence_heads`` builds four heads by hand, each reading a different pattern, and
+  ``plot_head_weights`` draws their weights;
+* ``kv_parameter_table`` counts the k/v projections of MHA, GQA and MQA;
+* ``sdpa_backends`` asks which SDPA kernels agree to run a given input here;
+* ``precision_comparison`` compares the plain ``attention`` with torch's SDPA in fp32,
+  fp16 and bf16, each against a float64 reference.
+
+Shape letters: B batch, H query heads, Hkv KV heads, N queries, M keys, D = d_k head
+width, Dv = d_v value width, C = d_model.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+from matplotlib.figure import Figure
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from lib.attention import MultiHeadAttention, attention
+
+
+@dataclass(frozen=True)
+class ShapeRow:
+    name: str
+    shape: tuple[int, ...]
+    meaning: str
+
+
+def shape_table(module: MultiHeadAttention, x: torch.Tensor, context: torch.Tensor | None = None) -> list[ShapeRow]:
+    """The lesson's table, measured on a forward pass of ``module`` (weights as d × out, the
+    lesson's orientation; ``nn.Linear`` stores them transposed)."""
+    with torch.no_grad():
+        q, k, v = module.project(x, context)  # (B, H, N, D), (B, Hkv, M, D), (B, Hkv, M, D)
+        heads, weights = attention(q, k, v, return_weights=True)  # (B, H, N, D), (B, H, N, M)
+        merged = module.merge_heads(heads)  # (B, N, H·D)
+        out = module.out_proj(merged)  # (B, N, C)
+    return [
+        ShapeRow("W_Q", tuple(module.q_proj.weight.T.shape), "query projection, d × (h d_k)"),
+        ShapeRow("W_K", tuple(module.k_proj.weight.T.shape), "key projection, d × (h_kv d_k)"),
+        ShapeRow("W_V", tuple(module.v_proj.weight.T.shape), "value projection, d × (h_kv d_v)"),
+        ShapeRow("Q", tuple(q.shape), "queries, B × h × N × d_k"),
+        ShapeRow("K", tuple(k.shape), "keys, B × h_kv × M × d_k"),
+        ShapeRow("V", tuple(v.shape), "values, B × h_kv × M × d_v"),
+        ShapeRow("scores / weights", tuple(weights.shape), "one distribution per query/head, B × h × N × M"),
+        ShapeRow("per-head output", tuple(heads.shape), "weighted value reads, B × h × N × d_v"),
+        ShapeRow("concatenated", tuple(merged.shape), "heads side by side, B × N × (h d_v)"),
+        ShapeRow("W_O", tuple(module.out_proj.weight.T.shape), "output projection, (h d_v) × d"),
+        ShapeRow("output", tuple(out.shape), "back to the model width, B × N × d"),
+    ]
+
+
+def reshape_steps(module: MultiHeadAttention, x: torch.Tensor) -> list[tuple[str, tuple[int, ...]]]:
+    """The query path, one reshape at a time, with the shape after each step."""
+    batch, tokens, _ = x.shape
+    heads, width = module.n_heads, module.head_dim
+    steps = []
+    with torch.no_grad():
+        projected = module.q_proj(x)  # (B, N, H·D)
+        steps.append(("q_proj(x)", tuple(projected.shape)))
+        split = projected.view(batch, tokens, heads, width)  # (B, N, H, D)
+        steps.append(("view(B, N, h, d_k)", tuple(split.shape)))
+        q = split.transpose(1, 2)  # (B, H, N, D)
+        steps.append(("transpose(1, 2)", tuple(q.shape)))
+        _, k, v = module.project(x)  # (B, Hkv, N, D) each
+        scores = q @ k.repeat_interleave(heads // module.n_kv_heads, 1).transpose(-2, -1)  # (B, H, N, N)
+        steps.append(("Q @ Kᵀ", tuple(scores.shape)))
+        read = attention(q, k, v)  # (B, H, N, D)
+        steps.append(("softmax(·) @ V", tuple(read.shape)))
+        back = read.transpose(1, 2)  # (B, N, H, D)
+        steps.append(("transpose(1, 2)", tuple(back.shape)))
+        merged = back.reshape(batch, tokens, heads * width)  # (B, N, H·D)
+        steps.append(("reshape(B, N, h·d_v)", tuple(merged.shape)))
+        steps.append(("out_proj(·)", tuple(module.out_proj(merged).shape)))
+    return steps
+
+
+SENTENCE = ("the", "cat", "sat", "on", "the", "mat")
+HEAD_NAMES = ("previous token", "same word", "first token", "uniform")
+
+
+def toy_sentence_heads(gain: float = 6.0) -> tuple[MultiHeadAttention, torch.Tensor, tuple[str, ...]]:
+    """A 4-head module whose weights are set by hand, and the sentence it reads (1, 6, 32).
+
+    Token features: a one-hot word id (5), a one-hot position (6) and a constant 1. Each
+    head gets its own query/key recipe: head 0 matches position i with position i - 1,
+    head 1 matches equal words, head 2 makes every query prefer position 0, and head 3 has
+    zero queries, so its scores are all equal. Real heads are learned and are rarely this
+    tidy (see the chapter).
+    """
+    words = sorted(set(SENTENCE))
+    n_tokens, d_model, n_heads = len(SENTENCE), 32, 4
+    width = d_model // n_heads  # 8 features per head
+    word_at, pos_at, one = 0, len(words), len(words) + n_tokens  # feature offsets
+    x = torch.zeros(1, n_tokens, d_model)  # (B, N, C)
+    for i, word in enumerate(SENTENCE):
+        x[0, i, word_at + words.index(word)] = 1.0
+        x[0, i, pos_at + i] = 1.0
+        x[0, i, one] = 1.0
+    module = MultiHeadAttention(d_model, n_heads, bias=False).eval()
+    w_q = torch.zeros(d_model, d_model)  # (out, in), nn.Linear's layout
+    w_k = torch.zeros(d_model, d_model)
+    for i in range(n_tokens - 1):  # head 0: query of position i+1 meets key of position i
+        w_q[0 * width + i, pos_at + i + 1] = gain
+        w_k[0 * width + i, pos_at + i] = 1.0
+    for w in range(len(words)):  # head 1: a word's query meets the same word's key
+        w_q[1 * width + w, word_at + w] = gain
+        w_k[1 * width + w, word_at + w] = 1.0
+    w_q[2 * width, one] = gain  # head 2: every query meets position 0's key
+    w_k[2 * width, pos_at] = 1.0
+    # head 3: rows left at zero, so every score is 0 and the weights are uniform
+    with torch.no_grad():
+        module.q_proj.weight.copy_(w_q * width**0.5)  # undo the 1/√d_k of the scores
+        module.k_proj.weight.copy_(w_k)
+        module.v_proj.weight.copy_(torch.eye(d_model))
+        module.out_proj.weight.copy_(torch.eye(d_model))
+    return module, x, SENTENCE
+
+
+def head_weights(
+    module: MultiHeadAttention,
+    x: torch.Tensor,
+    context: torch.Tensor | None = None,
+    mask: torch.Tensor | None = None,
+    *,
+    is_causal: bool = False,
+) -> torch.Tensor:
+    """Every head's attention weights for batch item 0: (H, N, M), with the forward's arguments."""
+    with torch.no_grad():
+        q, k, v = module.project(x, context)  # (B, H, N, D), (B, Hkv, M, D) x2
+        _, weights = attention(q, k, v, mask, is_causal=is_causal, return_weights=True)  # (B, H, N, M)
+    return weights[0]  # (H, N, M)
+
+
+def plot_head_weights(
+    weights: torch.Tensor,
+    query_tokens: tuple[str, ...],
+    key_tokens: tuple[str, ...] | None = None,
+    titles: tuple[str, ...] | None = None,
+) -> Figure:
+    """One heatmap per head: rows are queries, columns keys, colour the weight (0 to 1)."""
+    key_tokens = query_tokens if key_tokens is None else key_tokens
+    n_heads = weights.shape[0]
+    fig, axes = plt.subplots(1, n_heads, figsize=(2.6 * n_heads + 0.8, 3.0), layout="constrained", squeeze=False)
+    for head, ax in enumerate(axes[0]):
+        image = ax.imshow(weights[head].numpy(), vmin=0.0, vmax=1.0, cmap="viridis")
+        ax.set_xticks(range(len(key_tokens)), key_tokens, rotation=90)
+        ax.set_yticks(range(len(query_tokens)), query_tokens if head == 0 else [])
+        ax.set_title(f"head {head}" + (f": {titles[head]}" if titles else ""), fontsize=9)
+        ax.set_xlabel("key token")
+        if head == 0:
+            ax.set_ylabel("query token")
+    fig.colorbar(image, ax=axes[0].tolist(), label="attention weight", shrink=0.8)
+    return fig
+
+
+@dataclass(frozen=True)
+class KVRow:
+    name: str
+    n_kv_heads: int
+    kv_params: int  # k_proj + v_proj weights
+    k_shape: tuple[int, ...]  # K for one (B, N) input
+    saving: float  # ordinary MHA's k/v parameters divided by these
+
+
+def kv_parameter_table(d_model: int = 512, n_heads: int = 8, batch: int = 2, tokens: int = 16) -> list[KVRow]:
+    """MHA (h KV heads), GQA (h/4) and MQA (1): k/v parameters and the shape of K."""
+    rows = []
+    x = torch.zeros(batch, tokens, d_model)  # (B, N, C)
+    full = None
+    for name, n_kv_heads in (("MHA", n_heads), ("GQA", max(1, n_heads // 4)), ("MQA", 1)):
+        module = MultiHeadAttention(d_model, n_heads, n_kv_heads=n_kv_heads, bias=False)
+        params = module.k_proj.weight.numel() + module.v_proj.weight.numel()
+        full = params if full is None else full
+        with torch.no_grad():
+            _, k, _ = module.project(x)  # (B, Hkv, N, D)
+        rows.append(KVRow(name, n_kv_heads, params, tuple(k.shape), full / params))
+    return rows
+
+
+def sdpa_backends(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs) -> dict[str, bool]:
+    """For each SDPA backend: does it run these inputs on this machine when pinned?
+
+    Unpinned, SDPA picks the first backend that accepts the inputs; which ones accept them
+    depends on the device, dtype, shapes, mask and flags, so the answer varies by machine.
+    """
+    verdicts = {}
+    for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION,
+                    SDPBackend.MATH):  # fmt: skip
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a refusing backend warns why, then raises
+            try:
+                with sdpa_kernel(backend):
+                    F.scaled_dot_product_attention(q, k, v, **kwargs)
+                verdicts[backend.name.lower()] = True
+            except RuntimeError:
+                verdicts[backend.name.lower()] = False
+    return verdicts
+
+
+@dataclass(frozen=True)
+class PrecisionRow:
+    dtype: str
+    ours_vs_sdpa: float  # max |attention - SDPA| in this dtype
+    ours_error: float  # max |attention - float64 reference|
+    sdpa_error: float  # max |SDPA - float64 reference|
+    tolerance: float
+
+    @property
+    def within(self) -> bool:
+        return max(self.ours_vs_sdpa, self.ours_error, self.sdpa_error) <= self.tolerance
+
+
+# Outputs are O(1): a few units in the last place of each format. float32 keeps 24
+# significant bits (eps 1.2e-7), float16 11 (eps 9.8e-4), bfloat16 8 (eps 7.8e-3).
+TOLERANCES = {torch.float32: 1e-5, torch.float16: 5e-3, torch.bfloat16: 4e-2}
+
+
+def precision_comparison(
+    batch: int = 2, n_heads: int = 4, tokens: int = 64, head_dim: int = 32, seed: int = 0
+) -> list[PrecisionRow]:
+    """Causal attention in fp32, fp16 and bf16: ours against SDPA and both against float64."""
+    gen = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(batch, n_heads, tokens, head_dim, generator=gen, dtype=torch.float64) for _ in range(3))
+    exact = attention(q, k, v, is_causal=True)  # (B, H, N, D), float64
+    rows = []
+    for dtype, tolerance in TOLERANCES.items():
+        low = [t.to(dtype) for t in (q, k, v)]
+        ours = attention(*low, is_causal=True).double()  # (B, H, N, D)
+        sdpa = F.scaled_dot_product_attention(*low, is_causal=True).double()  # N == M: top-left = bottom-right
+        rows.append(
+            PrecisionRow(
+                str(dtype).removeprefix("torch."),
+                (ours - sdpa).abs().max().item(),
+                (ours - exact).abs().max().item(),
+                (sdpa - exact).abs().max().item(),
+                tolerance,
+            )
+        )
+    return rows
