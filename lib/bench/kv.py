@@ -1,0 +1,148 @@
+"""KV cache: time per generated token with the cache vs recomputing the whole prefix.
+
+A small GPT (``lib.gpt``; 4 layers, d_model 256 by default) is prefilled with C random
+tokens. Then, in turns, one decode step through the cache (one token reads C cached
+keys and values) and one step without it (a full forward pass over the C tokens, which is
+what generation without a cache does for every new token). Times are medians over
+``--repeats`` rounds, and the speed-up is the median of the per-round ratios, so a
+machine that slows down between rounds moves both sides together.
+
+    python -m lib.bench kv                        # contexts 256 .. 2048
+    python -m lib.bench kv --contexts 2048 --repeats 7
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+
+from lib.gpt import GPT, GPTConfig
+
+
+@dataclass(frozen=True)
+class DecodeTiming:
+    context: int  # tokens already in the sequence when one more is generated
+    cached_ms: float  # median time of one decode step through the KV cache
+    recompute_ms: float  # median time of one full forward pass over the context
+    speedup: float  # median over rounds of recompute / cached
+
+
+def build_model(
+    *, layers: int = 4, d_model: int = 256, heads: int = 8, kv_heads: int = 2, vocab: int = 512, max_len: int = 2048,
+    seed: int = 0,
+) -> GPT:  # fmt: skip
+    torch.manual_seed(seed)
+    config = GPTConfig(
+        vocab_size=vocab, n_layers=layers, d_model=d_model, n_heads=heads, n_kv_heads=kv_heads, max_len=max_len
+    )
+    return GPT(config).eval()
+
+
+@torch.no_grad()
+def decode_timings(
+    model: GPT, contexts: list[int], *, repeats: int = 5, seed: int = 0, threads: int | None = None
+) -> list[DecodeTiming]:
+    """Per-token decode time with and without the cache at each context length, measured in turns.
+
+    ``threads`` sets torch's intra-op threads for the measurement (and restores them after):
+    on a machine shared with other jobs, one thread gives steadier times than several that
+    wait on each other.
+    """
+    previous = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        return _measure(model, contexts, repeats=repeats, seed=seed)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _measure(model: GPT, contexts: list[int], *, repeats: int, seed: int) -> list[DecodeTiming]:
+    generator = torch.Generator().manual_seed(seed)
+    vocab = model.config.vocab_size
+    rows = []
+    for context in contexts:
+        if context + repeats > model.config.max_len:
+            raise ValueError(f"context {context} + {repeats} decode steps exceed max_len={model.config.max_len}")
+        prompt = torch.randint(0, vocab, (1, context), generator=generator)  # (1, C)
+        caches = model.new_caches(1, context + repeats)
+        model(prompt, caches=caches, last_only=True)  # prefill, not timed (it also warms up this length)
+        cached, recomputed = [], []
+        for _ in range(repeats):
+            token = torch.randint(0, vocab, (1, 1), generator=generator)  # (1, 1)
+            start = time.perf_counter()
+            model(token, caches=caches, last_only=True)  # one token reads the cached context
+            cached.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            model(prompt, last_only=True)  # no cache: the whole prefix again
+            recomputed.append(time.perf_counter() - start)
+        rows.append(
+            DecodeTiming(
+                context=context,
+                cached_ms=1e3 * statistics.median(cached),
+                recompute_ms=1e3 * statistics.median(recomputed),
+                speedup=statistics.median(r / c for r, c in zip(recomputed, cached, strict=True)),
+            )
+        )
+    return rows
+
+
+def format_rows(rows: list[DecodeTiming]) -> list[str]:
+    lines = [f"{'context':>8} {'cached ms/token':>16} {'recompute ms/token':>19} {'recompute / cached':>19}"]
+    lines += [f"{r.context:8d} {r.cached_ms:16.2f} {r.recompute_ms:19.2f} {r.speedup:18.1f}x" for r in rows]
+    return lines
+
+
+def plot_decode_timings(rows: list[DecodeTiming], ax=None):
+    """Time per generated token vs context length, with and without the cache (log-log)."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.6))
+    contexts = [r.context for r in rows]
+    ax.plot(contexts, [r.recompute_ms for r in rows], "o-", label="no cache: recompute the prefix")
+    ax.plot(contexts, [r.cached_ms for r in rows], "s-", label="KV cache: one token reads the cache")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("context length (tokens already generated)")
+    ax.set_ylabel("time per new token (ms)")
+    ax.set_title("Decode time per token (measured on this machine)")
+    ax.legend()
+    ax.grid(True, which="both", alpha=0.3)
+    return ax
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--contexts", type=int, nargs="+", default=[256, 512, 1024, 2048])
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--d-model", type=int, default=256)
+    parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--kv-heads", type=int, default=2)
+    parser.add_argument("--vocab", type=int, default=512)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, help="torch threads while timing (default: torch's own choice)")
+
+
+def main(args: argparse.Namespace) -> list[DecodeTiming]:
+    threads = args.threads or torch.get_num_threads()
+    model = build_model(
+        layers=args.layers, d_model=args.d_model, heads=args.heads, kv_heads=args.kv_heads, vocab=args.vocab,
+        max_len=max(args.contexts) + args.repeats,
+    )  # fmt: skip
+    n_params = sum(p.numel() for p in model.parameters())
+    print(
+        f"GPT: {args.layers} layers, d_model={args.d_model}, {args.heads} heads / {args.kv_heads} KV heads, "
+        f"{n_params / 1e6:.2f}M parameters, torch {torch.__version__}, {threads} threads"
+    )
+    rows = decode_timings(model, args.contexts, repeats=args.repeats, threads=args.threads)
+    print("\n".join(format_rows(rows)))
+    last = rows[-1]
+    print(
+        f"\nAt context {last.context}: a decode step with the KV cache is {last.speedup:.0f}x faster per token "
+        "than recomputing the prefix (median of side-by-side ratios)."
+    )
+    return rows

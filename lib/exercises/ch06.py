@@ -1,0 +1,239 @@
+"""Chapter 6's check-yourself exercises: the KV cache and serving memory.
+
+Each number is written as the arithmetic that produces it (through ``kv_cache_bytes`` and
+``blocks_needed`` where they apply), and each wrong answer is the result of one mistake
+the lesson warns about, with numbers chosen so that no two mistakes give the same answer.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from lib.attention import causal_mask
+from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswer
+from lib.kv_cache import blocks_needed, kv_cache_bytes
+
+GiB = 2**30
+
+# 6.kv-bytes: 40 layers, batch 4, 2,048 tokens, 32 query heads sharing 8 KV heads of width 128, 2 bytes.
+_CONFIG = dict(layers=40, batch=4, seq_len=2048, head_dim=128, bytes_per_element=2)
+_KV_GIB = kv_cache_bytes(kv_heads=8, **_CONFIG) / GiB  # 1.25
+_KV_BYTES = kv_cache_bytes(kv_heads=8, **_CONFIG)
+
+# 6.gqa-cache: a 64-query-head model whose full multi-head cache would take 16 GiB.
+_MHA_GIB, _QUERY_HEADS, _GQA_KV_HEADS = 16.0, 64, 8
+
+# 6.fork-blocks: 10 requests, a shared 192-token system prompt, 50 tokens of their own each, S = 16.
+_SYSTEM, _OWN, _REQUESTS, _S = 192, 50, 10, 16
+_FORK_BLOCKS = blocks_needed(_SYSTEM, _S) + _REQUESTS * blocks_needed(_OWN, _S)  # 12 + 10·4 = 52
+
+EXERCISES = (
+    ValueExercise(
+        id="6.double-length-and-batch",
+        question=(
+            "A server doubles both the cache length N and the number of active sequences B. "
+            "By what factor does the KV cache grow?"
+        ),
+        expected=4.0,
+        explanation=(
+            "KV bytes = 2·L·B·N·h_kv·d_h·s is linear in B and linear in N: 2 × 2 = 4. This is not the "
+            "quadratic prefill attention term, nor the roughly linear attention read of each decode step."
+        ),
+        hints=("Which factors of 2·L·B·N·h_kv·d_h·s change, and is the formula linear or quadratic in each?",),
+        wrong_answers=(
+            WrongAnswer(2.0, "You doubled only one of the two factors: both B and N appear in the formula, once each."),
+            WrongAnswer(
+                8.0,
+                "You treated the cache as quadratic in N, like the N×N attention scores of prefill. The cache "
+                "stores one key and one value per token: it is linear in N (and in B), so 2 × 2 = 4.",
+            ),
+            WrongAnswer(1.0, "The cache size is not fixed: it grows with every token and every sequence it holds."),
+        ),
+        atol=0.05,
+    ),
+    ValueExercise(
+        id="6.kv-bytes",
+        question=(
+            "A model has 40 layers and 32 query heads that share 8 KV heads of width 128, stored at 2 bytes. "
+            "How many GiB does the KV cache take for a batch of 4 sequences of 2,048 tokens?"
+        ),
+        expected=_KV_GIB,
+        explanation=f"2 · 40 · 4 · 2048 · 8 · 128 · 2 = {_KV_BYTES:,} bytes = {_KV_GIB:g} GiB (2^30 bytes).",
+        hints=("KV bytes = 2·L·B·N·h_kv·d_h·s; divide by 2^30 for GiB.",),
+        wrong_answers=(
+            WrongAnswer(_KV_GIB / 2, "You left out the factor 2: the cache stores keys AND values."),
+            WrongAnswer(
+                _KV_GIB * 32 / 8,
+                "You used the 32 query heads. The cache stores the 8 KV heads; queries are never cached.",
+            ),
+            WrongAnswer(_KV_GIB * 2, "You used 4 bytes per element (float32); the question stores 2 bytes."),
+            WrongAnswer(_KV_BYTES / 1e9, "That is decimal gigabytes (10^9 bytes); a GiB is 2^30 bytes."),
+            WrongAnswer(_KV_GIB / 40, "You left out the layers: every layer keeps its own keys and values."),
+        ),
+        atol=0.01,
+    ),
+    ValueExercise(
+        id="6.gqa-cache",
+        question=(
+            "A model with 64 query heads would need a 16 GiB KV cache with one KV head per query head. "
+            "How many GiB does the cache take with grouped-query attention using 8 KV heads "
+            "(same layers, width, precision and tokens)?"
+        ),
+        expected=_MHA_GIB * _GQA_KV_HEADS / _QUERY_HEADS,
+        explanation=(
+            "The cache is proportional to h_kv: 64 → 8 KV heads divides it by 8, so 16 / 8 = 2 GiB. The saving "
+            "is the head-count ratio; quality and kernels are separate questions, and the weights must be "
+            "trained (or adapted) for GQA, not just reconfigured."
+        ),
+        hints=("Only h_kv changes in 2·L·B·N·h_kv·d_h·s.",),
+        wrong_answers=(
+            WrongAnswer(_MHA_GIB / _QUERY_HEADS, "That is multi-query attention, with a single KV head."),
+            WrongAnswer(_MHA_GIB, "Query heads are not cached: the cache shrinks with the number of KV heads."),
+            WrongAnswer(
+                _MHA_GIB * _QUERY_HEADS / _GQA_KV_HEADS, "The ratio goes the other way: fewer KV heads, less cache."
+            ),
+            WrongAnswer(_QUERY_HEADS / _GQA_KV_HEADS, "8 is the saving factor; the question asks for the size in GiB."),
+        ),
+        atol=0.01,
+    ),
+    ValueExercise(
+        id="6.blocks-needed",
+        question="A paged cache uses blocks of 16 tokens. How many blocks does a sequence of 1,000 tokens hold?",
+        expected=blocks_needed(1000, 16),
+        explanation="1000 / 16 = 62.5, and a partly filled block is still a whole block: ceil(62.5) = 63.",
+        hints=("Round up: the last 8 tokens need a block of their own.",),
+        wrong_answers=(
+            WrongAnswer(1000 // 16, "You rounded down: the last 8 tokens still need a (partly filled) block."),
+            WrongAnswer(1000 / 16, "Blocks come whole: a sequence cannot hold half a block."),
+            WrongAnswer(1000 // 16 + 2, "One block too many: 63 blocks hold up to 1,008 tokens."),
+        ),
+        atol=0.01,
+    ),
+    ValueExercise(
+        id="6.next-position",
+        question=(
+            "Positions count from 0. After a prefill of a 37-token prompt, what position index must RoPE give "
+            "the first generated token?"
+        ),
+        expected=37,
+        explanation=(
+            "The prompt took positions 0..36, so the next token is at position 37 = len(cache). The decode step "
+            "sees one token, but it is not at position 0."
+        ),
+        hints=("The cache length after prefill is the number of positions already used.",),
+        wrong_answers=(
+            WrongAnswer(
+                0,
+                "Position 0 is where a one-token input would start without a cache. The new token continues the "
+                "sequence: its position is the cache length.",
+            ),
+            WrongAnswer(36, "36 is the position of the last prompt token; the new one comes after it."),
+            WrongAnswer(38, "Positions count from 0: 37 tokens use positions 0..36, and the next is 37."),
+        ),
+        atol=0.01,
+    ),
+    ValueExercise(
+        id="6.decode-read",
+        question=(
+            "With a KV cache, one decode step's attention reads every cached key and value. How many times "
+            "more attention-read work does a step at context 6,000 do than a step at context 1,500?"
+        ),
+        expected=6000 / 1500,
+        explanation=(
+            "The new query reads each cached key once: work proportional to the context, so 6000 / 1500 = 4. "
+            "The cache removes recomputation of the prefix, not the growing read."
+        ),
+        hints=("One query, N keys: how does the work scale with N?",),
+        wrong_answers=(
+            WrongAnswer(
+                (6000 / 1500) ** 2,
+                "Quadratic is prefill (all N queries against all N keys). A decode step has one query per head.",
+            ),
+            WrongAnswer(1.0, "The cache does not make a step constant-time: the new query still reads every entry."),
+        ),
+        atol=0.05,
+    ),
+    ValueExercise(
+        id="6.fork-blocks",
+        question=(
+            "Ten requests share a 192-token system prompt and add 50 tokens each, in a paged cache with blocks "
+            "of 16. The prompt is prefilled once and each request forks from it. How many blocks are in use?"
+        ),
+        expected=_FORK_BLOCKS,
+        explanation=(
+            "The prompt fills exactly 12 blocks, shared by all. Each request's 50 tokens need ceil(50/16) = 4 "
+            f"blocks of its own: 12 + 10 · 4 = {_FORK_BLOCKS}, instead of 10 · ceil(242/16) = 160 without sharing."
+        ),
+        hints=("192 = 12 · 16: the shared blocks are full, so no copy on write is needed.",),
+        wrong_answers=(
+            WrongAnswer(
+                _REQUESTS * blocks_needed(_SYSTEM + _OWN, _S),
+                "That is without sharing: each request holding its own copy of the prompt.",
+            ),
+            WrongAnswer(
+                _REQUESTS * blocks_needed(_OWN, _S),
+                "The shared prompt's 12 blocks are stored once, but they are stored.",
+            ),
+            WrongAnswer(
+                _SYSTEM / _S + _REQUESTS * _OWN / _S, "Blocks are allocated whole: round each request's 50/16 up."
+            ),
+        ),
+        atol=0.01,
+    ),
+    ValueExercise(
+        id="6.weights-gb",
+        question="Raw weights of a 13-billion-parameter model at 2 bytes per parameter: how many GB (10^9 bytes)?",
+        expected=13e9 * 2 / 1e9,
+        explanation=(
+            "13·10^9 × 2 bytes = 26·10^9 bytes = 26 GB. Serving needs more: the KV cache, runtime buffers, and "
+            "for quantized formats their scales and other metadata."
+        ),
+        hints=("Bytes = parameters × bytes per parameter; a GB is 10^9 bytes.",),
+        wrong_answers=(
+            WrongAnswer(13e9 * 2 / 2**30, "That is GiB (2^30 bytes); the question asks for decimal GB."),
+            WrongAnswer(13e9 * 4 / 1e9, "4 bytes per parameter is float32; the question says 2 bytes."),
+            WrongAnswer(13.0, "You counted one byte per parameter; there are two."),
+        ),
+        atol=0.05,
+    ),
+    FunctionExercise(
+        id="6.decode-mask",
+        question=(
+            "Write cached_causal_mask(n_new, n_cached): the boolean (n_new, n_cached + n_new) mask, True where a "
+            "query may read a key, for n_new tokens appended after n_cached cached ones."
+        ),
+        # compared as 0/1 integers, so a learner's bool, int or float mask all grade the same
+        reference=lambda n_new, n_cached: causal_mask(n_new, n_cached + n_new).long(),
+        cases=(
+            Case(
+                "one decode step",
+                lambda: (1, 6),
+                "A lone new token sits after all 6 cached ones: it may read all 7 keys (the last one is itself).",
+            ),
+            Case("prefill", lambda: (4, 0), "With nothing cached it is the ordinary lower triangle."),
+            Case(
+                "a chunk after the cache",
+                lambda: (3, 5),
+                "New token i sits at position n_cached + i and reads keys 0..n_cached + i.",
+            ),
+        ),
+        wrong_answers=(
+            WrongAnswer(
+                lambda n_new, n_cached: torch.ones(n_new, n_cached + n_new, dtype=torch.bool).tril(),
+                "That triangle is aligned top-left (torch SDPA's is_causal when N != M): it puts the new tokens "
+                "at positions 0, 1, ... Shift it right by n_cached: query i is at position n_cached + i.",
+            ),
+            WrongAnswer(
+                lambda n_new, n_cached: ~causal_mask(n_new, n_cached + n_new),
+                "The polarity is flipped: True must mean 'may read' (the past and itself), not 'blocked'.",
+            ),
+            WrongAnswer(
+                lambda n_new, n_cached: torch.ones(n_new, n_cached + n_new, dtype=torch.bool),
+                "No causal mask at all: when several new tokens arrive together, the earlier ones must not "
+                "read the later ones.",
+            ),
+        ),
+        explanation="Bottom-right alignment: query i at position n_cached + i reads keys 0..n_cached + i.",
+        hints=("Compare key positions j with query positions n_cached + i: allowed where j <= n_cached + i.",),
+    ),
+)

@@ -1,0 +1,296 @@
+"""A small decoder-only GPT from the book's parts, and its KV-cached generation (chapters 6 and 9).
+
+    tokens -> embedding -> n_layers x DecoderBlock -> RMSNorm -> linear head -> logits
+
+Each ``DecoderBlock`` is chapter 4's pre-norm ``Block`` (RMSNorm, SwiGLU, grouped-query
+attention) whose attention branch adds two things: RoPE (chapter 3) on the queries and
+keys at their absolute positions, and an optional ``KVCache`` (this chapter) per layer.
+
+Generation runs in two phases (``GPT.generate``):
+    prefill  the whole prompt in one pass; every layer caches its keys and values;
+    decode   one new token per pass; its query reads the cache, its key and value join it.
+Two details make the cached pass equal to recomputing everything:
+    * positions: a new token is at position ``len(cache)``, not 0, and RoPE must turn it
+      by that angle (keys are rotated before they are cached, so they are never rotated
+      again);
+    * the causal mask is aligned bottom-right: query i of the T new ones sits at position
+      ``len(cache) + i`` and may read every cached key (``lib.attention``'s convention).
+
+Shape letters used in the comments:
+    B  batch     T  new tokens in this pass     L  tokens already cached
+    C  d_model   H  query heads   Hkv  key/value heads   D  head width C / H   V  vocabulary
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+
+from lib.blocks import Block, make_norm, swiglu_hidden
+from lib.kv_cache import KVCache
+from lib.rope import apply_rope, rope_frequencies
+
+__all__ = [
+    "GPTConfig",
+    "DecoderBlock",
+    "GPT",
+    "sample_next",
+    "count_parameters",
+]
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int = 256
+    n_layers: int = 4
+    d_model: int = 256
+    n_heads: int = 8
+    n_kv_heads: int = 2  # grouped-query attention: 4 query heads share each KV head
+    max_len: int = 512  # longest sequence (prompt + generated) the model accepts
+    # block options (chapter 4)
+    hidden: int | None = None  # FFN width; None gives SwiGLU's ≈ 8d/3 (or 4d for an MLP)
+    ffn: str = "swiglu"  # or "mlp"
+    norm: str = "rms"  # or "layer"
+    dropout: float = 0.0
+    bias: bool = False  # biases in the projections (LLaMA-style models have none)
+    rope_base: float = 10000.0
+    tie_embeddings: bool = True  # the output head reuses the token embedding matrix
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "n_layers", "d_model", "n_heads", "n_kv_heads", "max_len"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise ValueError(f"GPTConfig.{name} must be a positive integer, got {value!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"GPTConfig: d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(f"GPTConfig: n_heads={self.n_heads} is not a multiple of n_kv_heads={self.n_kv_heads}")
+        if self.head_dim % 2:
+            raise ValueError(f"GPTConfig: RoPE rotates pairs, so the head width must be even, got {self.head_dim}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    @property
+    def ffn_hidden(self) -> int:
+        if self.hidden is not None:
+            return self.hidden
+        return swiglu_hidden(self.d_model) if self.ffn == "swiglu" else 4 * self.d_model
+
+
+def count_parameters(config: GPTConfig) -> int:
+    """The parameter count of ``GPT(config)``, from the configuration alone.
+
+    Per layer: q and out projections C·C each, k and v C·(Hkv·D) each (GQA shrinks them),
+    the FFN (3·C·F for SwiGLU, 2·C·F for an MLP), and one or two norm vectors of C.
+    """
+    c, kv_width, f = config.d_model, config.n_kv_heads * config.head_dim, config.ffn_hidden
+    norm_params = c if config.norm == "rms" else (2 * c if config.bias else c)
+    attn = 2 * c * c + 2 * c * kv_width + (2 * c + 2 * kv_width if config.bias else 0)
+    if config.ffn == "swiglu":
+        ffn = 3 * c * f + (2 * f + c if config.bias else 0)
+    else:
+        ffn = 2 * c * f + (f + c if config.bias else 0)
+    per_layer = attn + ffn + 2 * norm_params
+    embedding = config.vocab_size * c
+    head = 0 if config.tie_embeddings else config.vocab_size * c
+    return config.n_layers * per_layer + embedding + norm_params + head
+
+
+class DecoderBlock(Block):
+    """Chapter 4's pre-norm ``Block``, with RoPE on q and k and an optional KV cache.
+
+    The norms, the SwiGLU and the residual wiring are the parent's; only the attention
+    branch changes: ``attn.project`` -> rotate q and k -> append k, v to the cache ->
+    ``attn.attend`` (bottom-right causal) -> ``attn.merge_heads`` -> ``attn.out_proj``.
+    """
+
+    def __init__(self, config: GPTConfig):
+        super().__init__(
+            config.d_model,
+            config.n_heads,
+            n_kv_heads=config.n_kv_heads,
+            ffn=config.ffn,
+            hidden=config.ffn_hidden,
+            norm=config.norm,
+            norm_first=True,
+            dropout=config.dropout,
+            bias=config.bias,
+        )
+
+    def causal_attention(
+        self, x: torch.Tensor, positions: torch.Tensor, freqs: torch.Tensor, cache: KVCache | None
+    ) -> torch.Tensor:
+        """(B, T, C) normalized input -> (B, T, C), reading the cache's L tokens and the T new ones."""
+        q, k, v = self.attn.project(x)  # (B, H, T, D), (B, Hkv, T, D), (B, Hkv, T, D)
+        q = apply_rope(q, positions, freqs=freqs)  # (B, H, T, D)
+        k = apply_rope(k, positions, freqs=freqs)  # (B, Hkv, T, D): rotated once, then cached
+        if cache is not None:
+            k, v = cache.append(k, v)  # (B, Hkv, L + T, D) each: Hkv heads, never expanded to H
+        heads = self.attn.attend(q, k, v, is_causal=True)  # (B, H, T, D), bottom-right causal
+        return self.attn.out_proj(self.attn.merge_heads(heads))  # (B, T, C)
+
+    def forward(
+        self, x: torch.Tensor, positions: torch.Tensor, freqs: torch.Tensor, cache: KVCache | None = None
+    ) -> torch.Tensor:
+        x = x + self.dropout1(self.causal_attention(self.norm1(x), positions, freqs, cache))  # (B, T, C)
+        return x + self.dropout2(self.ffn(self.norm2(x)))  # (B, T, C)
+
+
+class GPT(nn.Module):
+    """Decoder-only transformer: ``forward(idx)`` maps (B, T) token ids to (B, T, V) logits."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        if not isinstance(config, GPTConfig):
+            raise TypeError(f"GPT expects a GPTConfig, got {type(config).__name__}")
+        self.config = config
+        self.embed = nn.Embedding(config.vocab_size, config.d_model)
+        self.blocks = nn.ModuleList(DecoderBlock(config) for _ in range(config.n_layers))
+        self.norm = make_norm(config.norm, config.d_model, bias=config.bias)  # the final norm of a pre-norm stack
+        self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        if config.tie_embeddings:
+            self.head.weight = self.embed.weight
+        self.register_buffer("freqs", rope_frequencies(config.head_dim, config.rope_base), persistent=False)
+        self.apply(self._init_weights)
+        # GPT-2's scaled init: each residual branch adds to the stream, so shrink its output layer.
+        for block in self.blocks:
+            for layer in (block.attn.out_proj, block.ffn.down_proj):
+                nn.init.normal_(layer.weight, std=0.02 / math.sqrt(2 * config.n_layers))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, std=0.02)
+
+    def new_caches(self, batch: int, max_len: int | None = None) -> list[KVCache]:
+        """One empty ``KVCache`` per layer, storing Hkv heads, in the model's dtype and device."""
+        config, weight = self.config, self.embed.weight
+        return [
+            KVCache(batch, config.n_kv_heads, max_len or config.max_len, config.head_dim, dtype=weight.dtype,
+                    device=weight.device)
+            for _ in range(config.n_layers)
+        ]  # fmt: skip
+
+    def forward(
+        self, idx: torch.Tensor, *, caches: list[KVCache] | None = None, last_only: bool = False
+    ) -> torch.Tensor:
+        """(B, T) token ids -> (B, T, V) logits (or (B, 1, V) with ``last_only``).
+
+        With ``caches`` (from ``new_caches``), the T tokens continue the L already cached:
+        they take positions L .. L + T - 1 and read the cache; their keys and values join it.
+        """
+        self._validate(idx, caches)
+        start = len(caches[0]) if caches is not None else 0
+        positions = torch.arange(start, start + idx.shape[1], device=idx.device)  # (T,)
+        x = self.embed(idx)  # (B, T, C)
+        for i, block in enumerate(self.blocks):
+            x = block(x, positions, self.freqs, None if caches is None else caches[i])  # (B, T, C)
+        if last_only:
+            x = x[:, -1:]  # (B, 1, C): generation needs only the last position's logits
+        return self.head(self.norm(x))  # (B, T, V)
+
+    def _validate(self, idx: object, caches: list[KVCache] | None) -> None:
+        config = self.config
+        if not isinstance(idx, torch.Tensor):
+            raise TypeError(f"idx must be a torch.Tensor of token ids, got {type(idx).__name__}")
+        if idx.dtype.is_floating_point or idx.dtype == torch.bool or idx.is_complex():
+            raise TypeError(f"idx must hold integer token ids, got {idx.dtype}")
+        if idx.ndim != 2 or idx.shape[1] == 0:
+            raise ValueError(f"idx must have shape (B, T) with T >= 1, got {tuple(idx.shape)}")
+        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= config.vocab_size):
+            raise ValueError(
+                f"token ids must lie in 0..{config.vocab_size - 1} (vocab_size), got {int(idx.min())}..{int(idx.max())}"
+            )
+        start = 0
+        if caches is not None:
+            if len(caches) != config.n_layers:
+                raise ValueError(f"caches must hold one KVCache per layer ({config.n_layers}), got {len(caches)}")
+            if caches[0].batch != idx.shape[0]:
+                raise ValueError(f"the caches hold batch {caches[0].batch} but idx has shape {tuple(idx.shape)}")
+            start = len(caches[0])
+        if start + idx.shape[1] > config.max_len:
+            raise ValueError(
+                f"{start} cached + {idx.shape[1]} new tokens exceed max_len={config.max_len} (idx: {tuple(idx.shape)})"
+            )
+
+    @torch.no_grad()
+    def generate(
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        *,
+        use_cache: bool = True,
+        temperature: float = 0.0,
+        top_k: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """Continue each prompt of idx (B, T) by ``max_new_tokens``: returns (B, T + max_new_tokens).
+
+        With the cache: one prefill pass over the prompt, then one single-token pass per new
+        token. Without it: every step recomputes the whole sequence so far (the plain twin;
+        greedy output is identical). Temperature 0 is greedy; otherwise sample from
+        softmax(logits / temperature), restricted to the ``top_k`` likeliest tokens if given.
+        Runs in eval mode (no dropout) and restores the training flag afterwards.
+        """
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, numbers.Integral) or max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be a non-negative integer, got {max_new_tokens!r}")
+        self._validate(idx, None)
+        total = idx.shape[1] + max_new_tokens
+        if total > self.config.max_len:
+            raise ValueError(
+                f"prompt of {idx.shape[1]} + {max_new_tokens} new tokens exceeds max_len={self.config.max_len}"
+            )
+        if max_new_tokens == 0:
+            return idx.clone()
+        was_training = self.training
+        self.eval()
+        try:
+            caches = self.new_caches(idx.shape[0], total) if use_cache else None
+            logits = self(idx, caches=caches, last_only=True)  # (B, 1, V): prefill
+            tokens = idx  # (B, T)
+            for step in range(max_new_tokens):
+                next_token = sample_next(logits[:, -1], temperature=temperature, top_k=top_k, generator=generator)
+                tokens = torch.cat([tokens, next_token[:, None]], dim=1)  # (B, T + step + 1)
+                if step + 1 == max_new_tokens:
+                    break
+                if use_cache:
+                    logits = self(next_token[:, None], caches=caches, last_only=True)  # (B, 1, V): decode
+                else:
+                    logits = self(tokens, last_only=True)  # (B, 1, V): the whole prefix again
+        finally:
+            self.train(was_training)
+        return tokens
+
+
+def sample_next(
+    logits: torch.Tensor,
+    *,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """(B, V) logits -> (B,) next token ids: greedy at temperature 0, else a (top-k) sample."""
+    if logits.ndim != 2:
+        raise ValueError(f"logits must have shape (B, V), got {tuple(logits.shape)}")
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) or temperature < 0:
+        raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or top_k < 1):
+        raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
+    if temperature == 0:
+        return logits.argmax(dim=-1)  # (B,)
+    scaled = logits.float() / temperature  # (B, V)
+    if top_k is not None and top_k < scaled.shape[-1]:
+        kth = scaled.topk(top_k, dim=-1).values[:, -1:]  # (B, 1): the k-th largest logit
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))  # (B, V): only the top k survive
+    probs = torch.softmax(scaled, dim=-1)  # (B, V)
+    return torch.multinomial(probs, 1, generator=generator)[:, 0]  # (B,)

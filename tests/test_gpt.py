@@ -1,0 +1,213 @@
+"""lib.gpt: cached generation equals recomputation; an independent forward; sampling; training."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lib.gpt import GPT, GPTConfig, count_parameters, sample_next
+from lib.kv_cache import CacheFullError
+
+TINY = dict(vocab_size=50, n_layers=2, d_model=32, n_heads=4, n_kv_heads=2, max_len=40)
+
+
+def _model(seed=0, **overrides):
+    torch.manual_seed(seed)
+    return GPT(GPTConfig(**{**TINY, **overrides})).eval()
+
+
+def _sharp_model(seed=0, **overrides):
+    """A model whose attention is far from uniform (GPT init makes scores tiny), so that a wrong
+    position or mask changes the output visibly."""
+    model = _model(seed, **overrides)
+    with torch.no_grad():
+        for block in model.blocks:
+            block.attn.q_proj.weight.mul_(10)
+            block.attn.k_proj.weight.mul_(10)
+    return model
+
+
+def _prompt(batch=2, length=7, seed=1, vocab=50):
+    return torch.randint(0, vocab, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+def _reference_forward(model, idx):
+    """The same network written without lib.blocks or lib.rope: a brute-force check of the wiring."""
+    config = model.config
+    batch, tokens = idx.shape
+    heads, kv_heads, width = config.n_heads, config.n_kv_heads, config.head_dim
+    angles = torch.arange(tokens, dtype=torch.float64)[:, None] * (
+        config.rope_base ** (-torch.arange(0, width, 2, dtype=torch.float64) / width)
+    )  # (T, D/2)
+    cos, sin = angles.cos().float(), angles.sin().float()
+
+    def rope(x):  # "half" layout: pair i with i + D/2
+        first, second = x[..., : width // 2], x[..., width // 2 :]
+        return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
+
+    def rms(x, weight):
+        return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * weight
+
+    x = model.embed.weight[idx]  # (B, T, C)
+    for block in model.blocks:
+        a = block.attn
+        h = rms(x, block.norm1.weight)
+        q = rope((h @ a.q_proj.weight.T).view(batch, tokens, heads, width).transpose(1, 2))
+        k = rope((h @ a.k_proj.weight.T).view(batch, tokens, kv_heads, width).transpose(1, 2))
+        v = (h @ a.v_proj.weight.T).view(batch, tokens, kv_heads, width).transpose(1, 2)
+        k = k.repeat_interleave(heads // kv_heads, dim=1)  # each KV head serves consecutive query heads
+        v = v.repeat_interleave(heads // kv_heads, dim=1)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(width)  # (B, H, T, T)
+        scores = scores.masked_fill(~torch.ones(tokens, tokens, dtype=torch.bool).tril(), float("-inf"))
+        out = (scores.softmax(-1) @ v).transpose(1, 2).reshape(batch, tokens, heads * width)
+        x = x + out @ a.out_proj.weight.T
+        h = rms(x, block.norm2.weight)
+        f = block.ffn
+        x = x + (F.silu(h @ f.gate_proj.weight.T) * (h @ f.up_proj.weight.T)) @ f.down_proj.weight.T
+    return rms(x, model.norm.weight) @ model.embed.weight.T  # tied head
+
+
+def test_forward_matches_a_written_out_reference():
+    model = _sharp_model()
+    idx = _prompt(length=11)
+    with torch.no_grad():
+        torch.testing.assert_close(model(idx), _reference_forward(model, idx), atol=1e-5, rtol=1e-4)
+        assert model(idx).shape == (2, 11, 50)
+        torch.testing.assert_close(model(idx, last_only=True), model(idx)[:, -1:])
+
+
+def test_forward_is_causal():
+    model = _sharp_model()
+    idx = _prompt(length=10)
+    changed = idx.clone()
+    changed[:, 6:] = (changed[:, 6:] + 1) % 50  # change only the future of position 5
+    with torch.no_grad():
+        torch.testing.assert_close(model(idx)[:, :6], model(changed)[:, :6])
+
+
+def test_prefill_and_decode_logits_equal_full_recomputation():
+    model = _sharp_model(seed=3)
+    idx = _prompt(length=12, seed=4)
+    with torch.no_grad():
+        full = model(idx)  # (B, 12, V)
+        caches = model.new_caches(2)
+        parts = [model(idx[:, :5], caches=caches)]  # prefill 5
+        for t in range(5, 12):  # then decode one token at a time at positions 5, 6, ...
+            parts.append(model(idx[:, t : t + 1], caches=caches))
+    torch.testing.assert_close(torch.cat(parts, dim=1), full, atol=1e-5, rtol=1e-4)
+    assert len(caches[0]) == 12
+    assert caches[0].k.shape[1] == 2  # the cache stores Hkv = 2 heads, not H = 4
+
+
+def test_cache_needs_the_right_positions():
+    """Give the decoded token position 0 instead of the cache length and the logits change."""
+    model = _sharp_model(seed=3)
+    idx = _prompt(length=6, seed=4)
+    with torch.no_grad():
+        caches = model.new_caches(2)
+        model(idx[:, :5], caches=caches)
+        right = model(idx[:, 5:], caches=caches)[:, -1]  # position 5 = len(cache)
+        wrong_caches = model.new_caches(2)
+        model(idx[:, :5], caches=wrong_caches)
+        x = model.embed(idx[:, 5:])
+        for block, cache in zip(model.blocks, wrong_caches, strict=True):  # the bug: positions restart at 0
+            x = block(x, torch.tensor([0]), model.freqs, cache)
+        wrong = model.head(model.norm(x))[:, -1]
+    assert (right - wrong).abs().max() > 1e-3  # rounding differences are about 1e-6
+    torch.testing.assert_close(right, model(idx)[:, -1], atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("overrides", [{}, {"n_kv_heads": 1}, {"n_kv_heads": 4, "ffn": "mlp", "norm": "layer"}])
+def test_greedy_with_cache_equals_without(overrides):
+    model = _sharp_model(seed=5, **overrides)
+    idx = _prompt(length=6, seed=6)
+    with_cache = model.generate(idx, 12, use_cache=True)
+    without = model.generate(idx, 12, use_cache=False)
+    assert with_cache.shape == (2, 18)
+    assert torch.equal(with_cache, without)
+    assert torch.equal(with_cache[:, :6], idx)
+
+
+def test_greedy_is_the_argmax_of_a_fresh_forward():
+    model = _model(seed=7)
+    idx = _prompt(batch=1, length=4, seed=8)
+    out = model.generate(idx, 5)
+    for t in range(4, 9):
+        with torch.no_grad():
+            assert out[0, t] == model(out[:, :t])[0, -1].argmax()
+
+
+def test_sampling_is_seeded_and_top_k_restricts():
+    model = _model(seed=9)
+    idx = _prompt(batch=3, length=3, seed=10)
+    a = model.generate(idx, 10, temperature=1.0, top_k=5, generator=torch.Generator().manual_seed(0))
+    b = model.generate(idx, 10, temperature=1.0, top_k=5, generator=torch.Generator().manual_seed(0))
+    c = model.generate(idx, 10, temperature=1.0, top_k=5, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    # the cache changes nothing in sampling either, given the same generator state
+    d = model.generate(idx, 10, temperature=1.0, top_k=5, use_cache=False, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(a, d)
+    # top_k = 1 is greedy
+    assert torch.equal(model.generate(idx, 8, temperature=0.7, top_k=1), model.generate(idx, 8))
+
+
+def test_sample_next_distribution():
+    logits = torch.tensor([[0.0, math.log(3.0), -1e9, math.log(2.0)]])  # probabilities 1/6, 3/6, 0, 2/6
+    many = logits.expand(30_000, 4)
+    draws = sample_next(many, temperature=1.0, generator=torch.Generator().manual_seed(0))
+    frequencies = torch.bincount(draws, minlength=4).float() / 30_000
+    torch.testing.assert_close(frequencies, torch.tensor([1 / 6, 0.5, 0.0, 1 / 3]), atol=0.015, rtol=0)
+    top2 = sample_next(many, temperature=1.0, top_k=2, generator=torch.Generator().manual_seed(0))
+    frequencies = torch.bincount(top2, minlength=4).float() / 30_000  # renormalized over the top two: 3/5, 2/5
+    torch.testing.assert_close(frequencies, torch.tensor([0.0, 0.6, 0.0, 0.4]), atol=0.015, rtol=0)
+    hot = sample_next(many, temperature=2.0, generator=torch.Generator().manual_seed(0))  # flatter: ∝ sqrt(p)
+    expected = torch.tensor([1.0, math.sqrt(3.0), 0.0, math.sqrt(2.0)])
+    frequencies = torch.bincount(hot, minlength=4).float() / 30_000
+    torch.testing.assert_close(frequencies, expected / expected.sum(), atol=0.015, rtol=0)
+    assert sample_next(logits, temperature=0.0).tolist() == [1]
+    with pytest.raises(ValueError, match="temperature"):
+        sample_next(logits, temperature=-1.0)
+    with pytest.raises(ValueError, match="top_k"):
+        sample_next(logits, temperature=1.0, top_k=0)
+
+
+def test_generate_restores_training_mode_and_validates():
+    model = _model()
+    model.train()
+    model.generate(_prompt(), 2)
+    assert model.training
+    with pytest.raises(ValueError, match="max_len=40"):
+        model.generate(_prompt(length=30), 11)
+    with pytest.raises(ValueError, match="token ids must lie in 0..49"):
+        model(torch.tensor([[1, 50]]))
+    with pytest.raises(TypeError, match="integer token ids"):
+        model(torch.zeros(1, 3))
+    with pytest.raises(ValueError, match=r"shape \(B, T\)"):
+        model(torch.zeros(3, dtype=torch.long))
+    caches = model.new_caches(2, max_len=8)
+    model(_prompt(length=7), caches=caches)
+    with pytest.raises(CacheFullError):
+        model(_prompt(length=2), caches=caches)
+    with pytest.raises(ValueError, match="batch"):
+        model(_prompt(batch=3, length=1), caches=model.new_caches(2))
+    assert torch.equal(model.generate(_prompt(), 0), _prompt())
+
+
+def test_bad_configs():
+    with pytest.raises(ValueError, match="n_kv_heads"):
+        GPTConfig(**{**TINY, "n_kv_heads": 3})
+    with pytest.raises(ValueError, match="d_model"):
+        GPTConfig(**{**TINY, "d_model": 30})
+    with pytest.raises(ValueError, match="even"):
+        GPTConfig(**{**TINY, "d_model": 12, "n_heads": 4, "n_kv_heads": 4})
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{}, {"tie_embeddings": False}, {"ffn": "mlp", "norm": "layer", "bias": True}, {"bias": True, "n_kv_heads": 1}],
+)
+def test_count_parameters(overrides):
+    model = _model(**overrides)
+    unique = {id(p): p.numel() for p in model.parameters()}
+    assert count_parameters(model.config) == sum(unique.values())
