@@ -1,0 +1,329 @@
+"""Chapter 3's check-yourself exercises: masks and positions.
+
+Value exercises are plain data; each number is written as the arithmetic that produces it.
+The numbers are picked so that each mistake the lesson warns about lands on its own wrong
+answer (``tests/test_exercises.py`` checks that no two coincide).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswer
+from lib.rope import apply_rope
+
+# --- shifted targets and causal reads -----------------------------------------------------
+# Seven input tokens t0..t6. The representation at position i predicts token i+1, so the one
+# that predicts t5 sits at position 4 and may read positions 0..4.
+_READS_FOR_T5 = [1, 1, 1, 1, 1, 0, 0]
+
+# --- RoPE scores, one pair ---------------------------------------------------------------
+# q = k = [1, 0], frequency π/10: the score is cos((n - m)·π/10), whatever m and n are.
+_THETA = math.pi / 10
+_M, _N = 13, 16  # positions 0 and 3, both shifted by 13
+_SHIFTED = math.cos((_N - _M) * _THETA)  # cos(3π/10) ≈ 0.5878
+
+# q = [1, 0], k = [0, 1], frequency π/12, m = 3, n = 7: (R_m q)·(R_n k) = -sin((n - m)·π/12).
+_THETA_GAP = math.pi / 12
+_QM, _KN = 3, 7
+_GAP_SCORE = -math.sin((_KN - _QM) * _THETA_GAP)  # -sin(π/3) ≈ -0.8660
+
+# --- permutation ---------------------------------------------------------------------------
+_ORDER = [2, 0, 3, 1]  # the permuted input is [x2, x0, x3, x1]
+_INVERSE = [_ORDER.index(i) for i in range(4)]  # [1, 3, 0, 2]
+
+# --- pair frequencies ------------------------------------------------------------------------
+# d_k = 128, base 500000 (LLaMA 3), pair i = 32: ω = 500000^(-2·32/128) = 500000^(-1/2).
+_OMEGA = 500000 ** (-2 * 32 / 128)
+_PERIOD = 2 * math.pi / _OMEGA  # ≈ 4442.9 positions for one full turn
+
+CHAPTER_3 = (
+    ValueExercise(
+        id="3.causal-reads",
+        question=(
+            "A causal language model is trained on seven input tokens t0..t6 with shifted targets. "
+            "The representation that predicts t5: which input positions may it read? Answer with "
+            "seven numbers, 1 where it may read and 0 where it may not."
+        ),
+        expected=_READS_FOR_T5,
+        explanation=(
+            "Position i predicts token i+1, so t5 is predicted at position 4, which reads 0..4. "
+            "Reading position 5 would show it the very token it must predict."
+        ),
+        hints=("Which position's output is trained to predict t5? A causal query at i reads keys j ≤ i.",),
+        wrong_answers=(
+            WrongAnswer(
+                [1, 1, 1, 1, 1, 1, 0],
+                "That reads position 5, the token being predicted: with shifted targets the prediction of "
+                "t5 comes from position 4, and letting it see t5 would leak the answer.",
+            ),
+            WrongAnswer(
+                [0, 0, 0, 0, 1, 1, 1],
+                "The mask's polarity is flipped: a causal query reads the past and itself (j ≤ i), not the future.",
+            ),
+            WrongAnswer(
+                [1, 1, 1, 1, 0, 0, 0],
+                "Off by one the other way: position 4 may read itself. Keys 0..i, inclusive.",
+            ),
+            WrongAnswer(
+                [1, 1, 1, 1, 1, 1, 1],
+                "That is bidirectional (encoder) attention: without the causal mask every prediction "
+                "could read the tokens it is trained to predict.",
+            ),
+        ),
+        atol=0.1,
+    ),
+    ValueExercise(
+        id="3.passes",
+        question=(
+            "A causal model (no KV cache) must (a) produce next-token predictions for all 9 positions of a "
+            "known training sequence and (b) generate 9 new tokens. How many forward passes does each need? "
+            "Answer [a, b]."
+        ),
+        expected=[1, 9],
+        explanation=(
+            "In training every input token is known, so one causal pass gives all 9 predictions at once. "
+            "In generation the next input is not known until it has been chosen, so the passes are sequential."
+        ),
+        hints=("Which inputs are known in advance in each case?",),
+        wrong_answers=(
+            WrongAnswer(
+                [9, 9],
+                "Training does not need one pass per position: the causal mask lets one pass compute every "
+                "prefix's prediction at once, each position reading only its past.",
+            ),
+            WrongAnswer(
+                [1, 1],
+                "Generation cannot run in one pass: token i+1 is an input to the next step, and it is not "
+                "known until it has been selected.",
+            ),
+            WrongAnswer([9, 1], "Swapped: training is the parallel one, generation the sequential one."),
+        ),
+        atol=0.1,
+    ),
+    ValueExercise(
+        id="3.shifted-score",
+        question=(
+            "RoPE on one pair: q = k = [1, 0], frequency π/10 radians per position. The query sits at "
+            "position 13 and the key at position 16. What is the score (R_m q)·(R_n k)?"
+        ),
+        expected=_SHIFTED,
+        explanation=(
+            f"Only the gap n - m = 3 counts: cos(3·π/10) = {_SHIFTED:.4f}, the same as at positions (0, 3) "
+            "or (100, 103)."
+        ),
+        hints=("(R_m q)ᵀ(R_n k) = qᵀ R_(n-m) k. For q = k = [1, 0], that is cos of the angle for the gap.",),
+        wrong_answers=(
+            WrongAnswer(
+                math.cos(_N * _THETA),
+                "You rotated only the key. Both are rotated, q by mθ and k by nθ; the score sees the difference.",
+            ),
+            WrongAnswer(
+                math.cos((_M + _N) * _THETA),
+                "You added the two angles. The query's rotation is undone by the transpose, R_mᵀ R_n = R_(n-m): "
+                "the angles subtract.",
+            ),
+            WrongAnswer(
+                math.sin((_N - _M) * _THETA), "That is the sine. The dot product of two unit vectors is cos(angle)."
+            ),
+            WrongAnswer(
+                math.cos((_N - _M) * math.pi / 4),
+                "That used the lesson's frequency π/4. Here each position turns by π/10.",
+            ),
+            WrongAnswer(1.0, "Without rotation q·k would be 1, but here the two are 3 positions apart."),
+        ),
+    ),
+    ValueExercise(
+        id="3.gap-score",
+        question=(
+            "Now q = [1, 0] and k = [0, 1], frequency π/12 radians per position, the query at position 3 "
+            "and the key at position 7. What is the score (R_m q)·(R_n k)?"
+        ),
+        expected=_GAP_SCORE,
+        explanation=(
+            "R_7 k = [-sin(7π/12), cos(7π/12)] and R_3 q = [cos(3π/12), sin(3π/12)]; their dot product is "
+            f"sin(3π/12 - 7π/12) = -sin(π/3) ≈ {_GAP_SCORE:.4f}. Only the gap 4 enters."
+        ),
+        hints=(
+            "Rotate k by the gap: qᵀ R_(n-m) k with n - m = 4 and θ = π/12. Rotating [0, 1] by α gives "
+            "[-sin α, cos α].",
+        ),  # fmt: skip
+        wrong_answers=(
+            WrongAnswer(
+                -_GAP_SCORE,
+                "The sign is flipped: you rotated by m - n instead of n - m (or turned the wrong way). "
+                "For q ≠ k the direction matters.",
+            ),
+            WrongAnswer(
+                math.cos((_KN - _QM) * _THETA_GAP),
+                "cos(gap·θ) is the score only when q = k. Here k starts a quarter turn from q.",
+            ),
+            WrongAnswer(0.0, "0 is q·k with no positions. RoPE rotates k by 4 steps relative to q first."),
+            WrongAnswer(
+                -math.sin((_KN + _QM) * _THETA_GAP),
+                "You added the angles. The transpose undoes the query's rotation: the angles subtract.",
+            ),
+            WrongAnswer(
+                -math.sin(_KN * _THETA_GAP),
+                "You rotated only the key, by 7 steps. The query is rotated too; only the gap of 4 remains.",
+            ),
+        ),
+    ),
+    ValueExercise(
+        id="3.permuted-outputs",
+        question=(
+            "Self-attention with no positions and no mask maps tokens [x0, x1, x2, x3] to outputs "
+            "[y0, y1, y2, y3]. Now feed [x2, x0, x3, x1]. The output rows are which y's, in order? Answer "
+            "with their indices, e.g. [0, 1, 2, 3] for y0, y1, y2, y3."
+        ),
+        expected=_ORDER,
+        explanation=(
+            "Permutation equivariance: permuting the inputs permutes the outputs the same way, [y2, y0, y3, y1]. "
+            "Each token's output depends on its own query and the unordered set of keys and values."
+        ),
+        hints=("Which output does token x2 get, wherever it sits?",),
+        wrong_answers=(
+            WrongAnswer(
+                [0, 1, 2, 3],
+                "That is invariance: the ordered output unchanged. Self-attention is equivariant instead; "
+                "each token carries its own output along.",
+            ),
+            WrongAnswer(
+                _INVERSE,
+                "That is the inverse permutation. Row 0 holds x2's output, y2: the outputs follow the inputs.",
+            ),
+        ),
+        atol=0.1,
+    ),
+    ValueExercise(
+        id="3.learned-last-position",
+        question=(
+            "A learned absolute position table was trained with max_len = 2048, positions counted from 0. "
+            "What is the largest position it holds a vector for?"
+        ),
+        expected=2047,
+        explanation=(
+            "Rows 0..2047: position 2048 (max_len) has no row. The table needs a strategy beyond its "
+            "length (truncate, slide a window, extend and retrain); LearnedPositions raises instead."
+        ),
+        hints=("A table of max_len rows indexed from 0.",),
+        wrong_answers=(
+            WrongAnswer(
+                2048,
+                "Position max_len is one past the end: the rows are 0..max_len-1, and a learned table has "
+                "nothing to offer beyond its last row.",
+            ),
+        ),
+        atol=0.1,
+    ),
+    ValueExercise(
+        id="3.pair-period",
+        question=(
+            "A head of width d_k = 128 uses RoPE with base 500000 (as LLaMA 3 does). How many positions does "
+            "pair i = 32 take to turn a full circle, 2π radians?"
+        ),
+        expected=_PERIOD,
+        explanation=(
+            f"ω₃₂ = 500000^(-2·32/128) = 500000^(-1/2) ≈ {_OMEGA:.6f} rad/position, so a full turn takes "
+            f"2π/ω ≈ {_PERIOD:.1f} positions."
+        ),
+        hints=("Pair i turns base^(-2i/d) radians per position.",),
+        wrong_answers=(
+            WrongAnswer(1 / _OMEGA, "That is 1/ω, positions per radian. A full turn is 2π radians."),
+            WrongAnswer(
+                2 * math.pi * 500000 ** (32 / 128),
+                "The exponent is -2i/d: pairs are numbered by i, and pair i holds coordinates 2i and 2i+1.",
+            ),
+            WrongAnswer(2 * math.pi * 10000 ** (2 * 32 / 128), "That used base 10000; this model uses 500000."),
+            WrongAnswer(_OMEGA, "That is the frequency ω in radians per position; the question asks for the period."),
+        ),
+        atol=0.5,
+        rtol=1e-3,
+    ),
+)
+
+
+# --- write RoPE ------------------------------------------------------------------------------
+
+
+def _rope_pairs_reference(x: torch.Tensor, positions: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
+    return apply_rope(x, positions, freqs=freqs, layout="interleaved")
+
+
+def _case_x(*shape: int, seed: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+def _f64(values) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.float64)
+
+
+CHAPTER_3_FUNCTIONS = (
+    FunctionExercise(
+        id="3.rope-pairs",
+        question=(
+            "Write rope_pairs(x, positions, freqs): x is (..., N, D), positions (N,), freqs (D/2,). Rotate "
+            "each pair of coordinates (2i, 2i+1) of token n counterclockwise by positions[n] · freqs[i]: "
+            "(a, b) becomes (a cos θ - b sin θ, a sin θ + b cos θ)."
+        ),
+        reference=_rope_pairs_reference,
+        cases=(
+            Case(
+                "the lesson's 2-D example",
+                lambda: (_f64([[1.0, 0.0], [1.0, 0.0]]), _f64([1.0, 2.0]), _f64([math.pi / 4])),
+                "With one pair, x = [1, 0] at position 1 and frequency π/4 becomes [cos π/4, sin π/4].",
+            ),
+            Case(
+                "three pairs, three frequencies",
+                lambda: (_case_x(3, 6, seed=1), _f64([0.0, 3.0, 7.0]), _f64([1.0, 0.1, 0.01])),
+                "Pair i is coordinates (2i, 2i+1) and turns at freqs[i]: x[..., 0::2] and x[..., 1::2].",
+            ),
+            Case(
+                "fractional positions",
+                lambda: (_case_x(2, 4, seed=2), _f64([0.5, 2.25]), _f64([0.8, 0.2])),
+                "Positions may be any real numbers: the angle is positions[n] · freqs[i].",
+            ),
+            Case(
+                "leading batch and head axes",
+                lambda: (_case_x(2, 3, 4, 4, seed=3), _f64([5.0, 6.0, 7.0, 8.0]), _f64([1.0, 0.01])),
+                "Work on the last two axes, (..., N, D): positions index the second-to-last axis.",
+            ),
+        ),
+        wrong_answers=(
+            WrongAnswer(
+                lambda x, positions, freqs: apply_rope(x, -positions, freqs=freqs, layout="interleaved"),
+                "Your rotation turns clockwise: (a, b) → (a cos θ + b sin θ, -a sin θ + b cos θ). Swap the "
+                "signs of the sine terms. (Consistently, the scores still depend only on the gap, but a "
+                "checkpoint trained one way breaks the other way.)",
+            ),
+            WrongAnswer(
+                lambda x, positions, freqs: apply_rope(x, None, freqs=freqs, layout="interleaved"),
+                "You used the token index 0..N-1 instead of the given positions. With a KV cache, or shifted "
+                "windows, tokens do not start at 0.",
+            ),
+            WrongAnswer(
+                lambda x, positions, freqs: apply_rope(x, positions, freqs=freqs, layout="half"),
+                "You paired coordinate i with i + D/2 (the GPT-NeoX/LLaMA 'half' layout). This exercise pairs "
+                "neighbours, 2i with 2i+1 (RoFormer, GPT-J). A checkpoint works only with its own layout.",
+            ),
+            WrongAnswer(
+                lambda x, positions, freqs: apply_rope(
+                    x, positions, freqs=freqs[:1].expand(freqs.shape), layout="interleaved"
+                ),
+                "Every pair turned at freqs[0]. Pair i has its own frequency freqs[i]: different pairs rotate "
+                "at different speeds.",
+            ),
+        ),
+        explanation=(
+            "Take even = x[..., 0::2] and odd = x[..., 1::2]; the angles are positions[:, None] * freqs; "
+            "stack (even cos - odd sin, even sin + odd cos) on a new last axis and flatten it back."
+        ),
+        hints=("angles = positions[:, None] * freqs[None, :] has shape (N, D/2), one angle per token and pair.",),
+        atol=1e-8,
+        rtol=1e-8,
+    ),
+)
+
+EXERCISES = CHAPTER_3 + CHAPTER_3_FUNCTIONS
