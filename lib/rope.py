@@ -238,7 +238,7 @@ class LearnedPositions(nn.Module):
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         self.max_len, self.dim = int(max_len), int(dim)
         self.weight = nn.Parameter(torch.empty(self.max_len, self.dim))  # (max_len, dim)
-        nn.init.normal_(self.weight, std=0.02)  # GPT-2's initialization
+        nn.init.normal_(self.weight, std=0.02)  # as nanoGPT; OpenAI's GPT-2 code used 0.01
 
     def forward(self, positions: torch.Tensor | Sequence[int]) -> torch.Tensor:
         """Rows of the table: positions of any shape (...,) give (..., dim)."""

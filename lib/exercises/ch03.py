@@ -61,7 +61,13 @@ CHAPTER_3 = (
             ),
             WrongAnswer(
                 [0, 0, 0, 0, 1, 1, 1],
-                "The mask's polarity is flipped: a causal query reads the past and itself (j ≤ i), not the future.",
+                "That is the transposed triangle (j ≥ i): it reads itself and the future. A causal query "
+                "reads itself and the past, keys j ≤ i.",
+            ),
+            WrongAnswer(
+                [0, 0, 0, 0, 0, 1, 1],
+                "The polarity is flipped: you marked the positions it may NOT read. Here 1 (True) means "
+                "'may read', as in torch's scaled_dot_product_attention.",
             ),
             WrongAnswer(
                 [1, 1, 1, 1, 0, 0, 0],
@@ -121,6 +127,10 @@ CHAPTER_3 = (
                 "You rotated only the key. Both are rotated, q by mθ and k by nθ; the score sees the difference.",
             ),
             WrongAnswer(
+                math.cos(_M * _THETA),
+                "You rotated only the query. Both are rotated, q by mθ and k by nθ; the score sees the difference.",
+            ),
+            WrongAnswer(
                 math.cos((_M + _N) * _THETA),
                 "You added the two angles. The query's rotation is undone by the transpose, R_mᵀ R_n = R_(n-m): "
                 "the angles subtract.",
@@ -130,7 +140,7 @@ CHAPTER_3 = (
             ),
             WrongAnswer(
                 math.cos((_N - _M) * math.pi / 4),
-                "That used the lesson's frequency π/4. Here each position turns by π/10.",
+                "That used the chapter example's frequency π/4. Here each position turns by π/10.",
             ),
             WrongAnswer(1.0, "Without rotation q·k would be 1, but here the two are 3 positions apart."),
         ),
@@ -168,6 +178,10 @@ CHAPTER_3 = (
             WrongAnswer(
                 -math.sin(_KN * _THETA_GAP),
                 "You rotated only the key, by 7 steps. The query is rotated too; only the gap of 4 remains.",
+            ),
+            WrongAnswer(
+                math.sin(_QM * _THETA_GAP),
+                "You rotated only the query, by 3 steps. The key is rotated too, by 7; only the gap of 4 remains.",
             ),
         ),
     ),
@@ -271,7 +285,7 @@ CHAPTER_3_FUNCTIONS = (
         reference=_rope_pairs_reference,
         cases=(
             Case(
-                "the lesson's 2-D example",
+                "the 2-D example: q = [1, 0], frequency π/4",
                 lambda: (_f64([[1.0, 0.0], [1.0, 0.0]]), _f64([1.0, 2.0]), _f64([math.pi / 4])),
                 "With one pair, x = [1, 0] at position 1 and frequency π/4 becomes [cos π/4, sin π/4].",
             ),

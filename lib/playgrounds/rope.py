@@ -121,8 +121,9 @@ def plot_rope_read(read: RopeRead, *, max_offset: int = 16) -> Figure:
     circle = torch.linspace(0, 2 * math.pi, 200)
     radius = max(read.query.norm().item(), read.key.norm().item(), 1e-9)
     ax_plane.plot((radius * circle.cos()).tolist(), (radius * circle.sin()).tolist(), color="lightgray", lw=0.8)
-    _arrow(ax_plane, read.query.tolist(), "tab:blue", "q", width=1.0, style=":")
-    if not torch.equal(read.query, read.key):
+    same = torch.equal(read.query, read.key)
+    _arrow(ax_plane, read.query.tolist(), "tab:blue", "q = k" if same else "q", width=1.0, style=":")
+    if not same:
         _arrow(ax_plane, read.key.tolist(), "tab:orange", "k", width=1.0, style=":")
     _arrow(ax_plane, read.rotated_query.tolist(), "tab:blue", f"R_{read.query_position:g} q")
     _arrow(ax_plane, read.rotated_key.tolist(), "tab:orange", f"R_{read.key_position:g} k")
