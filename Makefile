@@ -3,9 +3,10 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+MATHJAX  := book/_static/mathjax/MathJax.js
 JB_FLAGS := --config book/_config.yml --toc book/_toc.yml --path-output book -W -n --keep-going
 
-.PHONY: venv book test test-lib lab student lint clean
+.PHONY: venv book mathjax test test-lib browser-test lab student lint clean
 
 # The environment is rebuilt only when requirements.txt or pyproject.toml change.
 $(STAMP): requirements.txt pyproject.toml
@@ -16,30 +17,44 @@ $(STAMP): requirements.txt pyproject.toml
 
 venv: $(STAMP)
 
-## book: execute the notebooks (cached) and build the HTML book
-book: $(STAMP)
+## book: execute the notebooks (cached) and build the HTML book, which reads offline
+book: $(STAMP) $(MATHJAX)
 	$(BIN)/python -m lib.checks --export-js book/_static/exercises.js
 	$(BIN)/jupyter-book build . $(JB_FLAGS)
 	@echo "The book is at $(CURDIR)/book/_build/html/index.html"
 
+## mathjax: MathJax 2.7 for the book, copied from the jupyter-server-mathjax package (no CDN)
+mathjax: $(MATHJAX)
+$(MATHJAX): $(STAMP)
+	$(BIN)/python -c "import pathlib, shutil, jupyter_server_mathjax as m; \
+	shutil.copytree(pathlib.Path(m.__file__).parent / 'static', 'book/_static/mathjax', dirs_exist_ok=True)"
+	touch $@
+
 ## test: library tests, then nbval over every chapter (numbers marked NBVAL_CHECK_OUTPUT must match)
 test: $(STAMP)
-	$(BIN)/python -m pytest tests chapters --nbval-lax --nbval-current-env -p no:cacheprovider
+	$(BIN)/python -m pytest tests chapters -m "not browser" --nbval-lax --nbval-current-env -p no:cacheprovider
 
 test-lib: $(STAMP)
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest tests -m "not browser"
 
-## lab: open the chapters in JupyterLab with the book's environment
+## browser-test: headless Chromium reads the built book (after `make book`), offline
+browser-test: $(STAMP)
+	$(BIN)/python -m pytest tests/test_browser.py -m browser -p no:cacheprovider -v
+
+## lab: open the student copies in JupyterLab (solutions stripped, outputs cleared). They
+## are made in student/ the first time; an existing copy is the learner's work and is kept.
 lab: $(STAMP)
-	$(BIN)/jupyter lab chapters $(if $(filter 0,$(shell id -u)),--allow-root)
+	$(BIN)/python -m lib.student copy chapters student
+	$(BIN)/jupyter lab student $(if $(filter 0,$(shell id -u)),--allow-root)
 
-## student: copies of the chapters with the solutions stripped, in student/
+## student: the student copies alone, in student/ (existing ones are kept)
 student: $(STAMP)
 	$(BIN)/python -m lib.student copy chapters student
 
 lint: $(STAMP)
-	$(BIN)/ruff check lib tests chapters
-	$(BIN)/ruff format --check lib tests
+	$(BIN)/ruff check lib tests chapters book/_ext
+	$(BIN)/ruff format --check lib tests book/_ext
 
 clean:
-	rm -rf book/_build student .pytest_cache
+	rm -rf book/_build .pytest_cache book/_static/mathjax
+	@echo "student/ (the learner's work) is kept; remove it by hand if you mean to"

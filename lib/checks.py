@@ -7,8 +7,11 @@ An exercise is declared once (see ``lib/exercises/``, one module per chapter) as
       what a function that fails it has probably got wrong.
 
 ``check`` never raises on what a learner types: a placeholder ``...`` reads "not attempted",
-text or a list of the wrong length gets a message that says what was expected, and a
-function that raises, returns garbage or loops is caught (loops by a timeout).
+text or a list of the wrong length gets a message that says what was expected, an unknown
+id gets the closest existing one, and a function that raises (even ``SystemExit``), returns
+garbage or loops is caught (loops by a timeout). Nor does it pass a wrong answer: a complex
+number with an imaginary part, or a function result in a lower precision than asked
+(float16 for float32), is marked incorrect and says why.
 In a notebook the result shows as a coloured box; in a terminal as plain text.
 
 Run ``python -m lib.checks --list`` for every exercise in the book.
@@ -17,6 +20,7 @@ Run ``python -m lib.checks --list`` for every exercise in the book.
 from __future__ import annotations
 
 import argparse
+import difflib
 import html
 import json
 import math
@@ -47,7 +51,9 @@ class CheckResult:
     feedback: str = ""  # the targeted part: which mistake this looks like
     hint: str = ""
     explanation: str = ""  # shown once the answer is right
-    _echo_once: bool = field(default=False, repr=False)
+    # The notebook cell (IPython execution count) in which check() already showed this
+    # result: IPython's echo of the cell's last expression is skipped there, and only there.
+    _shown_in_cell: int | None = field(default=None, repr=False, compare=False)
 
     @property
     def correct(self) -> bool:
@@ -76,9 +82,9 @@ class CheckResult:
         return {"text/html": self._repr_html_(), "text/plain": str(self)}
 
     def _ipython_display_(self) -> None:
-        # check() has shown this result already; skip IPython's echo of the return value once.
-        if self._echo_once:
-            self._echo_once = False
+        # check() has shown this result already in the running cell: skip IPython's echo of
+        # the return value there. In any later cell (`r = check(...)`, then `r`) it shows.
+        if self._shown_in_cell is not None and self._shown_in_cell == _current_cell():
             return
         from IPython.display import display
 
@@ -91,17 +97,65 @@ def exercises() -> dict[str, Exercise]:
 
 
 def check(exercise_id: str, answer: Any) -> CheckResult:
-    """Grade ``answer`` for the exercise ``exercise_id``, show the result, and return it."""
+    """Grade ``answer`` for the exercise ``exercise_id``, show the result, and return it.
+
+    Never raises on what a learner passes (only a KeyboardInterrupt, the learner's own
+    stop button, goes through): a wrong id, an answer whose conversion raises, even
+    ``SystemExit``, all come back as an "incorrect" result with a message.
+    """
+    try:
+        result = _check(exercise_id, answer)
+    except (Exception, SystemExit, GeneratorExit) as error:  # noqa: BLE001 - never crash on learner input
+        result = CheckResult(_id_text(exercise_id), INCORRECT, f"could not grade this ({_describe_error(error)})")
+    try:
+        _show(result)
+    except (Exception, SystemExit):  # noqa: BLE001 - a display problem must not hide the result
+        print(result)
+    return result
+
+
+def _check(exercise_id: Any, answer: Any) -> CheckResult:
+    if not isinstance(exercise_id, str):
+        hint = ""
+        if isinstance(exercise_id, (list, tuple)) and len(exercise_id) == 1 and isinstance(exercise_id[0], str):
+            hint = f': write check("{exercise_id[0]}", answer), without the brackets'
+        return CheckResult(
+            _id_text(exercise_id),
+            INCORRECT,
+            f'the exercise id must be text such as "1.equal-scores", got a {type(exercise_id).__name__}{hint}',
+        )
     exercise = exercises().get(exercise_id)
     if exercise is None:
-        result = CheckResult(str(exercise_id), INCORRECT, f"there is no exercise called {exercise_id!r}")
-    else:
-        try:
-            result = grade(exercise, answer)
-        except Exception as error:  # noqa: BLE001 - the grader must never crash on learner input
-            result = CheckResult(exercise.id, INCORRECT, f"could not grade this answer ({_describe_error(error)})")
-    _show(result)
-    return result
+        return CheckResult(exercise_id, INCORRECT, _unknown_id_message(exercise_id))
+    try:
+        return grade(exercise, answer)
+    except (Exception, SystemExit, GeneratorExit) as error:  # noqa: BLE001 - the learner's objects may raise anything
+        return CheckResult(exercise.id, INCORRECT, f"could not grade this answer ({_describe_error(error)})")
+
+
+def _id_text(exercise_id: Any) -> str:
+    try:
+        return exercise_id if isinstance(exercise_id, str) else repr(exercise_id)[:60]
+    except (Exception, SystemExit):  # noqa: BLE001 - even its repr may raise
+        return "?"
+
+
+def _unknown_id_message(exercise_id: str) -> str:
+    """'there is no exercise called ...', with the closest existing id when there is one."""
+    ids = list(exercises())
+    close = difflib.get_close_matches(exercise_id, ids, n=1, cutoff=0.6)
+    if not close:  # also compare ignoring case and spaces: "1.Equal scores"
+        folded = {i.lower().replace(" ", "-"): i for i in ids}
+        match = difflib.get_close_matches(exercise_id.lower().strip().replace(" ", "-"), list(folded), n=1, cutoff=0.6)
+        close = [folded[m] for m in match]
+    message = f"there is no exercise called {exercise_id!r}"
+    if close:
+        return f"{message}; did you mean {close[0]!r}?"
+    chapter = exercise_id.split(".")[0]
+    in_chapter = [i for i in ids if i.split(".")[0] == chapter]
+    if in_chapter:
+        return f"{message}; chapter {chapter} has {', '.join(in_chapter)}"
+    return f"{message} (python -m lib.checks --list shows them all)"
 
 
 def grade(exercise: Exercise, answer: Any) -> CheckResult:
@@ -121,12 +175,21 @@ def _as_numbers(answer: Any, expected_shape: tuple[int, ...]) -> tuple[np.ndarra
         return None, f"expected numbers but got the text {answer!r}; write e.g. [0.5, 0.5] without quotes"
     if isinstance(answer, (bool, dict, set)) or callable(answer):
         return None, f"expected numbers but got a {type(answer).__name__}"
-    if isinstance(answer, torch.Tensor):
-        answer = answer.detach().cpu().to(torch.float64).numpy()
     try:
-        numbers = np.asarray(answer, dtype=np.float64)
-    except (TypeError, ValueError) as error:
+        if isinstance(answer, torch.Tensor):
+            answer = answer.detach().cpu().resolve_conj().numpy()
+        raw = np.asarray(answer)
+        if raw.dtype == object:  # e.g. a list mixing numbers and tensors: read each element
+            raw = np.asarray(answer, dtype=np.complex128)
+    except (Exception, SystemExit, GeneratorExit) as error:  # noqa: BLE001 - a learner's __array__ may raise anything
         return None, f"could not read the answer as numbers ({_describe_error(error)})"
+    if raw.dtype.kind in "OSUVMm":
+        return None, f"could not read the answer as numbers (an array of {raw.dtype})"
+    if np.iscomplexobj(raw):
+        if np.any(raw.imag != 0):
+            return None, "the answer is complex, with a non-zero imaginary part; attention's numbers are real"
+        raw = raw.real
+    numbers = raw.astype(np.float64)
     if numbers.shape != expected_shape:
         if numbers.size == math.prod(expected_shape) and numbers.squeeze().shape == tuple(
             d for d in expected_shape if d != 1
@@ -227,6 +290,12 @@ def _grade_function(exercise: FunctionExercise, answer: Any) -> CheckResult:
     message = f"fails {len(failed)} of {len(exercise.cases)} hidden cases ({names}). First: {case.name}: {problem}."
     if problem.startswith("did not finish"):
         feedback = "Look for a loop whose condition never changes, or work that grows without bound."
+    elif problem.startswith(WRONG_DTYPE):
+        feedback = (
+            "Wrong dtype/precision: the result must keep the input's floating-point dtype. float16 keeps "
+            "about 3 significant digits and its exp overflows past 11; bfloat16 keeps about 2. Compute "
+            "in the input's dtype, or convert back before returning."
+        )
     else:
         feedback = _known_mistake(exercise, case, got) or case.feedback
     return CheckResult(exercise.id, INCORRECT, message, feedback=feedback, hint=hint)
@@ -248,6 +317,18 @@ def _known_mistake(exercise: FunctionExercise, case: Case, got: torch.Tensor | N
     return ""
 
 
+WRONG_DTYPE = "returned dtype"
+
+
+def _less_precise(got: torch.dtype, expected: torch.dtype) -> bool:
+    """True when a float result of dtype ``got`` is less precise than the reference's
+    (float16 or bfloat16 for float32). A more precise float (float64 for float32) is fine;
+    integers are compared by value."""
+    if not (got.is_floating_point and expected.is_floating_point):
+        return False
+    return torch.finfo(got).eps > torch.finfo(expected).eps
+
+
 def _run_case(exercise: FunctionExercise, function: Callable, case: Case) -> tuple[str, torch.Tensor | None]:
     """('', output) when ``function`` agrees with the reference on this case, else what went
     wrong and the output, when there was one that reads as a tensor of the right shape."""
@@ -260,12 +341,21 @@ def _run_case(exercise: FunctionExercise, function: Callable, case: Case) -> tup
         return f"raised {_describe_error(error)}", None
     if got is None:
         return "returned None (a missing `return`?)", None
+    typed = isinstance(got, (torch.Tensor, np.ndarray))  # the learner chose its dtype (a list's is ours)
     try:
-        got = torch.as_tensor(got).detach().cpu().to(expected.dtype)
-    except (TypeError, ValueError, RuntimeError) as error:
+        got = torch.as_tensor(got).detach().cpu()
+    except (Exception, SystemExit, GeneratorExit) as error:  # noqa: BLE001 - a learner's object may raise anything
         return f"returned a {type(got).__name__} that is not a tensor of numbers ({_describe_error(error)})", None
+    if got.is_complex() and not expected.is_complex():
+        return f"returned complex numbers ({got.dtype}) where real ones were expected", None
     if got.shape != expected.shape:
         return f"returned shape {tuple(got.shape)}, expected {tuple(expected.shape)}", None
+    if typed and _less_precise(got.dtype, expected.dtype):
+        return (
+            f"{WRONG_DTYPE} {str(got.dtype).removeprefix('torch.')}, expected {str(expected.dtype).removeprefix('torch.')}",
+            None,
+        )
+    got = got.to(expected.dtype)
     if torch.isnan(got).any() and not torch.isnan(expected).any():
         return "returned NaN", got
     if not torch.allclose(got, expected, atol=exercise.atol, rtol=exercise.rtol):
@@ -282,19 +372,29 @@ def _describe_error(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[:200]}" if text else type(error).__name__
 
 
-def _show(result: CheckResult) -> None:
+def _kernel_shell():
+    """The IPython shell when running in a notebook kernel, else None."""
     try:
         from IPython import get_ipython
-
-        shell = get_ipython()
     except ImportError:
-        shell = None
-    if shell is not None and getattr(shell, "kernel", None) is not None:
+        return None
+    shell = get_ipython()
+    return shell if shell is not None and getattr(shell, "kernel", None) is not None else None
+
+
+def _current_cell() -> int | None:
+    shell = _kernel_shell()
+    return None if shell is None else getattr(shell, "execution_count", None)
+
+
+def _show(result: CheckResult) -> None:
+    shell = _kernel_shell()
+    if shell is not None:
         from IPython.display import display
 
         record = {RESULT_KEY: {"id": result.exercise_id, "status": result.status}}
         display(result._mime_bundle(), raw=True, metadata=record)
-        result._echo_once = True
+        result._shown_in_cell = _current_cell()
     else:
         print(result)
 

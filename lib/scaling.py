@@ -3,8 +3,10 @@
 1. ``dot_product_variance``: for random q, k whose coordinates are independent with mean 0
    and variance 1, Var(q·k) grows like d_k, and Var(q·k / √d_k) stays near 1.
 2. ``softmax_saturation``: as the gap between one score and the rest grows, softmax puts
-   nearly all its weight on one key and its derivatives shrink toward zero, so the other
-   keys stop receiving gradient.
+   nearly all its weight on one key and, past a gap of about 2, its derivatives shrink
+   toward zero, so the scores stop receiving gradient.
+3. ``score_spread``: how far apart unscaled scores typically are (their standard
+   deviation, and the gap between the top two of a few keys) at a given width.
 
 Both rest on assumptions (independent, zero-mean, unit-variance coordinates) that learned
 vectors need not satisfy: the scale is a sensible default, not a guarantee of stability.
@@ -55,7 +57,8 @@ def softmax_saturation(gaps=(0, 1, 2, 4, 8, 16), n_keys: int = 8):
         scores = torch.zeros(n_keys, dtype=torch.float64)  # (M,)
         scores[0] = gap
         weights = softmax(scores)  # (M,)
-        # The softmax Jacobian is diag(w) - w wᵀ: every entry carries a factor w_i.
+        # The softmax Jacobian is diag(w) - w wᵀ: w_i(1 - w_i) on the diagonal, -w_i w_j off
+        # it. With one weight near 1 and the rest near 0, each entry has a factor near 0.
         jacobian = torch.diag(weights) - torch.outer(weights, weights)  # (M, M)
         rows.append(SaturationRow(float(gap), weights[0].item(), weights[1].item(), jacobian.abs().max().item()))
     return rows
@@ -75,13 +78,53 @@ def mean_top_weight(d_k: int, n_keys: int = 8, n_queries: int = 2_000, *, scaled
     return weights.amax(dim=-1).mean().item()
 
 
+@dataclass(frozen=True)
+class ScoreSpread:
+    d_k: int
+    scaled: bool
+    score_std: float  # standard deviation of one score q·k (or q·k/√d_k)
+    median_top_gap: float  # median over queries of (largest score - second largest) among n_keys
+    mean_top_weight: float  # average softmax weight on the top key
+
+
+def score_spread(
+    d_k: int, n_keys: int = 8, n_queries: int = 2_000, *, scaled: bool = False, seed: int = 0
+) -> ScoreSpread:
+    """How far apart random scores are: their spread, and the typical gap that decides the softmax.
+
+    Queries and keys have independent standard-normal coordinates, as in
+    ``dot_product_variance``; each query gets its own ``n_keys`` keys. The gap between the
+    top two scores is what the softmax turns into "one key takes almost everything".
+    """
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(n_queries, 1, d_k, generator=gen, dtype=torch.float64)  # (B, 1, D)
+    k = torch.randn(n_queries, n_keys, d_k, generator=gen, dtype=torch.float64)  # (B, M, D)
+    scores = (q * k).sum(dim=-1)  # (B, M)
+    if scaled:
+        scores = scores / d_k**0.5
+    top2 = scores.topk(2, dim=-1).values  # (B, 2)
+    weights = softmax(scores)  # (B, M)
+    return ScoreSpread(
+        d_k,
+        scaled,
+        scores.std().item(),
+        (top2[:, 0] - top2[:, 1]).median().item(),
+        weights.amax(dim=-1).mean().item(),
+    )
+
+
 def plot_variance(rows: list[VarianceRow]) -> Figure:
     """Var(q·k) and Var(q·k/√d_k) against d_k, on log-log axes."""
     fig, ax = plt.subplots(figsize=(6, 3.6), layout="constrained")
     d_ks = [row.d_k for row in rows]
-    ax.plot(d_ks, [row.raw_variance for row in rows], "o-", label="Var(q·k)")
-    ax.plot(d_ks, [row.scaled_variance for row in rows], "s-", label="Var(q·k / √d_k)")
-    ax.plot(d_ks, d_ks, ":", color="gray", label="d_k")
+    # The predictions first, as wide pale bands, so that the measured points on top of
+    # them do not hide them: Var(q·k) = d_k, and 1 after scaling.
+    band = {"color": "tab:gray", "alpha": 0.35, "linewidth": 7, "solid_capstyle": "round", "zorder": 1}
+    ax.plot(d_ks, d_ks, label="prediction: d_k", **band)
+    ax.plot(d_ks, [1.0] * len(d_ks), label="prediction: 1", **{**band, "color": "tab:olive"})
+    ax.plot(d_ks, [row.raw_variance for row in rows], "o", color="tab:blue", label="measured Var(q·k)", zorder=3)
+    scaled = [row.scaled_variance for row in rows]
+    ax.plot(d_ks, scaled, "s", color="tab:orange", label="measured Var(q·k / √d_k)", zorder=3)
     ax.set(xscale="log", yscale="log", xlabel="key/query width d_k", ylabel="variance of the score")
     ax.set_xticks(d_ks, [str(d) for d in d_ks])
     ax.legend()

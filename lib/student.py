@@ -1,4 +1,4 @@
-"""Student copies and grading, for a teacher (DESIGN: "Check-yourself exercises").
+"""Student copies and grading, for a learner and a teacher (DESIGN: "What a learner opens").
 
 The notebooks in ``chapters/`` carry reference answers between solution markers::
 
@@ -9,30 +9,44 @@ The notebooks in ``chapters/`` carry reference answers between solution markers:
 
 ``make_student_copy`` replaces each marked block with ``name = ...`` for every name the
 block defines, so the ``check`` below it reads "not attempted" until the student answers,
-and drops the solution cells' outputs (they would give the answer away).
+and clears every output (the solutions' outputs would give the answers away, and the
+learner's own run should produce the rest). ``make lab`` opens these copies, in
+``student/``; a copy that exists already is the learner's work and is never overwritten.
 
 ``grade_notebook`` executes a (student's) notebook and collects what each ``check`` call
-reported; ``python -m lib.student grade student/*.ipynb`` prints one line per notebook.
+reported. Nothing a notebook does stops the batch: each notebook has a time limit, and an
+endless loop, a kernel that dies, or a syntax error becomes that notebook's line in the
+report ("timed out in cell 12", "kernel died in cell 3", "syntax error in cell 5, line 2")
+while grading goes on with the next. The kernel runs in the notebook's own folder.
 
-    python -m lib.student copy chapters student      # write student copies
-    python -m lib.student grade student/*.ipynb      # run and grade them
+    python -m lib.student copy chapters student            # write missing student copies
+    python -m lib.student grade submissions/*/*.ipynb      # run and grade; a table per student
+    python -m lib.student grade ... --json grades.json     # the same, for a spreadsheet
+
+A notebook's student is the name of its folder (``submissions/ada/01_...ipynb`` is Ada's);
+cells are numbered from 1, counting markdown cells, as they appear in the notebook.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import json
 import re
+import time
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import nbformat
 
-from lib.checks import RESULT_KEY
+from lib.checks import CORRECT, RESULT_KEY
 
 BEGIN, END = "# BEGIN SOLUTION", "# END SOLUTION"
 _SOLUTION_BLOCK = re.compile(rf"^[ \t]*{BEGIN}[ \t]*\n(.*?)^[ \t]*{END}[ \t]*$", re.S | re.M)
 _CHECK_CALL = re.compile(r"""\bcheck\(\s*["']([^"']+)["']""")
+NOT_RUN = "not run"
+DEFAULT_TIME_LIMIT_S = 180.0  # per notebook: a chapter runs in well under a minute
 
 
 def defined_names(solution: str) -> list[str]:
@@ -47,69 +61,244 @@ def defined_names(solution: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def _names_read(code: str) -> set[str]:
+    """The names some code reads (not the words in its strings); every word if it does not parse."""
+    try:
+        tree = ast.parse(_SOLUTION_BLOCK.sub("", code))
+    except SyntaxError:
+        return set(re.findall(r"\w+", code))
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+
+
 def strip_solutions(source: str) -> str:
-    """The cell source with every solution block replaced by ``name = ...`` placeholders."""
+    """The cell source with every solution block replaced by ``name = ...`` placeholders:
+    one for each name the block defines that the rest of the cell uses (the ``check`` call
+    reads ``answer``; a helper the solution made up along the way is not asked for)."""
 
     def placeholder(match: re.Match) -> str:
-        names = defined_names(match.group(1)) or ["answer"]
+        defined = defined_names(match.group(1))
+        used = [name for name in defined if name in _names_read(source[match.end() :])]
+        names = used or defined or ["answer"]
         return "\n".join(f"{name} = ...  # your answer here" for name in names)
 
     return _SOLUTION_BLOCK.sub(placeholder, source)
 
 
-def make_student_copy(notebook_path: Path, out_dir: Path) -> Path:
-    notebook = nbformat.read(notebook_path, as_version=4)
+def student_notebook(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """A student copy of ``notebook`` (changed in place and returned): solutions stripped,
+    every output and execution count cleared, stored widget state dropped."""
     for cell in notebook.cells:
-        if cell.cell_type == "code" and BEGIN in cell.source:
+        if cell.cell_type != "code":
+            continue
+        cell.outputs = []
+        cell.execution_count = None
+        cell.metadata.pop("execution", None)
+        if BEGIN in cell.source:
             cell.source = strip_solutions(cell.source)
-            cell.outputs = []
-            cell.execution_count = None
             cell.metadata.pop("mystnb", None)
-            cell.metadata["tags"] = [t for t in cell.metadata.get("tags", []) if t not in ("hide-cell", "solution")]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    out_path = out_dir / notebook_path.name
+            tags = [t for t in cell.metadata.get("tags", []) if t not in ("hide-cell", "solution")]
+            if tags:
+                cell.metadata["tags"] = tags
+            else:
+                cell.metadata.pop("tags", None)
+    notebook.metadata.pop("widgets", None)
+    return notebook
+
+
+def make_student_copy(notebook_path: Path, out_dir: Path, *, overwrite: bool = False) -> tuple[Path, bool]:
+    """Write the student copy of ``notebook_path`` into ``out_dir``.
+
+    Returns (path, written). A copy that exists already is the learner's work: it is kept
+    as it is (written is False) unless ``overwrite`` is given.
+    """
+    out_path = Path(out_dir) / Path(notebook_path).name
+    if out_path.exists() and not overwrite:
+        return out_path, False
+    notebook = student_notebook(nbformat.read(notebook_path, as_version=4))
+    out_path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, out_path)
-    return out_path
+    return out_path, True
 
 
-def grade_notebook(notebook_path: Path, timeout: int = 600) -> dict[str, str]:
-    """Execute the notebook and return {exercise id: status} from its check() outputs.
+# --- grading ------------------------------------------------------------------------------
 
-    A cell that raises does not stop the run: the exercises after it are still graded.
-    An exercise whose check() never reported (its cell raised first) reads "not run".
+
+@dataclass
+class GradeReport:
+    """What grading one notebook found."""
+
+    notebook: str
+    student: str
+    exercises: dict[str, str] = field(default_factory=dict)  # id -> correct/incorrect/not attempted/not run
+    problems: list[str] = field(default_factory=list)  # "timed out in cell 12", "syntax error in cell 5, line 2"
+    seconds: float = 0.0
+
+    @property
+    def n_correct(self) -> int:
+        return sum(status == CORRECT for status in self.exercises.values())
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "correct": self.n_correct, "total": len(self.exercises)}
+
+
+def _first_line(source: str) -> str:
+    for line in source.splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            return line.strip()[:60]
+    return ""
+
+
+def _error_problem(number: int, cell) -> str | None:
+    """'syntax error in cell N, line L' when the cell's output is a SyntaxError, else None."""
+    for output in cell.get("outputs", []):
+        if output.get("output_type") == "error" and output.get("ename") in (
+            "SyntaxError",
+            "IndentationError",
+            "TabError",
+        ):
+            match = re.search(r"line (\d+)", " ".join(output.get("traceback", [])))
+            where = f", line {match.group(1)}" if match else ""
+            detail = re.sub(r"\s*\([^()]*, line \d+\)", "", output.get("evalue", ""))  # drop "(12345.py, line 3)"
+            return f"syntax error in cell {number}{where}: {detail}".rstrip(": ")
+    return None
+
+
+def grade_notebook(
+    notebook_path: Path,
+    time_limit: float = DEFAULT_TIME_LIMIT_S,
+    *,
+    student: str | None = None,
+    kernel_name: str | None = None,
+) -> GradeReport:
+    """Execute the notebook in its own folder and report what each check() call said.
+
+    A cell that raises does not stop the run: the exercises after it are still graded, and
+    a syntax error is noted with its cell. If the notebook runs past ``time_limit`` seconds
+    (all cells together) or its kernel dies, the run stops there and the report says in
+    which cell; exercises whose check() never reported read "not run". Never raises on a
+    student's notebook.
     """
     from nbclient import NotebookClient
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    notebook = nbformat.read(notebook_path, as_version=4)
+    notebook_path = Path(notebook_path)
+    report = GradeReport(str(notebook_path), student if student is not None else notebook_path.parent.name)
+    start = time.monotonic()
+    try:
+        notebook = nbformat.read(notebook_path, as_version=4)
+    except Exception as error:  # noqa: BLE001 - an unreadable file is that notebook's line in the report
+        report.problems.append(f"could not read the notebook ({type(error).__name__}: {error})"[:200])
+        return report
     code = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "code")
-    results = dict.fromkeys(_CHECK_CALL.findall(code), "not run")
-    NotebookClient(notebook, timeout=timeout, allow_errors=True, resources={"metadata": {"path": "."}}).execute()
+    report.exercises = dict.fromkeys(_CHECK_CALL.findall(code), NOT_RUN)
+
+    options = {"kernel_name": kernel_name} if kernel_name else {}
+    client = NotebookClient(
+        notebook,
+        timeout=max(1, int(time_limit)),
+        allow_errors=True,
+        interrupt_on_timeout=False,
+        record_timing=False,
+        shutdown_kernel="immediate",
+        resources={"metadata": {"path": str(notebook_path.resolve().parent)}},
+        **options,
+    )
+    try:
+        with client.setup_kernel():
+            for index, cell in enumerate(notebook.cells):
+                if cell.cell_type != "code":
+                    continue
+                number = index + 1
+                remaining = time_limit - (time.monotonic() - start)
+                if remaining <= 0:
+                    report.problems.append(f"timed out in cell {number} ({time_limit:g} s for the notebook)")
+                    break
+                client.timeout = max(1, int(remaining + 0.999))
+                try:
+                    client.execute_cell(cell, index)
+                except CellTimeoutError:
+                    report.problems.append(f"timed out in cell {number} ({time_limit:g} s for the notebook)")
+                    break
+                except DeadKernelError:
+                    report.problems.append(f"kernel died in cell {number}")
+                    break
+                problem = _error_problem(number, cell)
+                if problem:
+                    report.problems.append(problem)
+    except DeadKernelError:
+        if not any(p.startswith("kernel died") for p in report.problems):
+            report.problems.append("kernel died")
+    except Exception as error:  # noqa: BLE001 - e.g. the kernel would not start; grading goes on
+        report.problems.append(f"could not run the notebook ({type(error).__name__}: {error})"[:200])
     for cell in notebook.cells:
         for output in cell.get("outputs", []):
             record = output.get("metadata", {}).get(RESULT_KEY)
-            if record:
-                results[record["id"]] = record["status"]
-    return results
+            if record and "id" in record and "status" in record:
+                report.exercises[record["id"]] = record["status"]
+    report.seconds = round(time.monotonic() - start, 1)
+    return report
+
+
+_MARKS = {"correct": "✓", "incorrect": "✗", "not attempted": "·", NOT_RUN: "–"}
+
+
+def format_table(reports: Sequence[GradeReport]) -> str:
+    """One row per (student, notebook), one column per exercise, then the score and any problem."""
+    ids = list(dict.fromkeys(i for report in reports for i in report.exercises))
+    header = ["student", "notebook", *ids, "score", "problems"]
+    rows = [
+        [
+            report.student,
+            Path(report.notebook).name,
+            *(_MARKS.get(report.exercises[i], "?") if i in report.exercises else "" for i in ids),
+            f"{report.n_correct}/{len(report.exercises)}",
+            "; ".join(report.problems),
+        ]
+        for report in sorted(reports, key=lambda r: (r.student, Path(r.notebook).name))
+    ]
+    widths = [max(len(str(row[c])) for row in [header, *rows]) for c in range(len(header))]
+    lines = [
+        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    ]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    legend = "  ".join(f"{mark} {status}" for status, mark in _MARKS.items())
+    return "\n".join(lines + ["", legend])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lib.student", description="Student copies and grading.")
     commands = parser.add_subparsers(dest="command", required=True)
-    copy = commands.add_parser("copy", help="write student copies of every notebook in a folder")
+    copy = commands.add_parser("copy", help="write student copies of every notebook in a folder (keeps existing ones)")
     copy.add_argument("source", type=Path)
     copy.add_argument("out", type=Path)
+    copy.add_argument("--overwrite", action="store_true", help="replace existing copies (a learner's work is lost)")
     grade = commands.add_parser("grade", help="execute notebooks and report each exercise's status")
     grade.add_argument("notebooks", type=Path, nargs="+")
+    grade.add_argument(
+        "--time-limit",
+        type=float,
+        default=DEFAULT_TIME_LIMIT_S,
+        help=f"seconds each notebook may run, all cells together (default {DEFAULT_TIME_LIMIT_S:g})",
+    )
+    grade.add_argument("--json", type=Path, metavar="PATH", help="also write the report as JSON, for a spreadsheet")
     args = parser.parse_args(argv)
     if args.command == "copy":
         for path in sorted(args.source.glob("*.ipynb")):
-            print(make_student_copy(path, args.out))
+            out, written = make_student_copy(path, args.out, overwrite=args.overwrite)
+            print(f"{out}  ({'written' if written else 'kept: it exists already'})")
         return 0
+    reports = []
     for path in args.notebooks:
-        results = grade_notebook(path)
-        n_correct = sum(status == "correct" for status in results.values())
-        detail = ", ".join(f"{exercise_id}: {status}" for exercise_id, status in results.items())
-        print(f"{path}: {n_correct}/{len(results)} correct  ({detail})")
+        report = grade_notebook(path, args.time_limit)
+        reports.append(report)
+        problems = f"  [{'; '.join(report.problems)}]" if report.problems else ""
+        print(f"graded {path}: {report.n_correct}/{len(report.exercises)} correct in {report.seconds:g} s{problems}")
+    print()
+    print(format_table(reports))
+    if args.json:
+        args.json.write_text(json.dumps([report.as_dict() for report in reports], indent=1, ensure_ascii=False) + "\n")
+        print(f"\nwrote {args.json}")
     return 0
 
 

@@ -11,3 +11,10 @@ import torch
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "browser: drives headless Chromium over the built book (`make browser-test`, after `make book`)",
+    )

@@ -3,6 +3,7 @@
 import math
 import threading
 
+import numpy as np
 import pytest
 import torch
 
@@ -18,6 +19,7 @@ from lib.checks import (
     WrongAnswer,
     call_with_timeout,
     check,
+    exercises,
     grade,
 )
 
@@ -175,3 +177,99 @@ def test_list_command(capsys):
     for exercise_id in checks.exercises():
         assert exercise_id in printed
     assert "function" in printed and "value" in printed
+
+
+# --- issue 15: check() never raises and never passes a wrong answer ------------------------
+
+
+def test_id_given_as_a_list_is_a_message_not_a_type_error(capsys):
+    result = check(["1.equal-scores"], [1, 2])
+    assert result.status == INCORRECT
+    assert "must be text" in result.message and 'check("1.equal-scores", answer)' in result.message
+    assert check(42, [1, 2]).status == INCORRECT
+    assert check({"a": 1}, [1, 2]).status == INCORRECT  # unhashable, and not a list either
+
+
+def test_unknown_id_suggests_the_closest(capsys):
+    assert "did you mean '1.equal-scores'?" in check("1.equal-score", [1, 2]).message
+    assert "did you mean '1.equal-scores'?" in check("1.Equal scores", [1, 2]).message
+    message = check("1.zzzzzzzzzzzz", [1, 2]).message
+    assert "chapter 1 has" in message and "1.equal-scores" in message
+    assert "--list" in check("99.nothing-like-it", 1).message
+
+
+@pytest.mark.parametrize("answer", [[1 + 2j, 2.0], torch.tensor([1.0 + 0.5j, 2.0]), np.array([1.0, 2.0 + 1e-3j])])
+def test_complex_with_an_imaginary_part_is_never_correct(answer):
+    result = grade(PAIR, answer)
+    assert result.status == INCORRECT and "imaginary" in result.message
+
+
+def test_complex_with_zero_imaginary_part_reads_as_real():
+    assert grade(PAIR, [1 + 0j, 2 + 0j]).status == CORRECT
+    assert grade(PAIR, torch.tensor([1.0, 2.0], dtype=torch.complex64)).status == CORRECT
+
+
+class Exits:
+    """A learner's object whose conversion to an array calls exit()."""
+
+    def __array__(self, dtype=None, copy=None):
+        raise SystemExit(3)
+
+    def __len__(self):
+        raise SystemExit(4)
+
+
+def test_system_exit_inside_array_is_caught(capsys):
+    result = check("1.equal-scores", Exits())
+    assert result.status == INCORRECT and "SystemExit" in result.message
+
+
+def test_bool_arrays_read_as_zero_and_one():
+    three = ValueExercise(id="t.keys", question="?", expected=[1.0, 1.0, 0.0], explanation="")
+    assert grade(three, [True, True, False]).status == CORRECT
+
+
+def test_half_precision_result_gets_dtype_feedback():
+    softmax_exercise = exercises()["1.stable-softmax"]
+
+    def half(x):
+        return torch.softmax(x.half(), dim=-1)
+
+    result = grade(softmax_exercise, half)
+    assert result.status == INCORRECT
+    assert "returned dtype float16, expected float32" in result.message
+    assert result.feedback.startswith("Wrong dtype/precision")
+    # bfloat16 too; a float64 result of the right values is fine
+    assert grade(softmax_exercise, lambda x: softmax_exercise.reference(x).bfloat16()).feedback.startswith(
+        "Wrong dtype"
+    )
+    assert grade(softmax_exercise, lambda x: softmax_exercise.reference(x.double())).status == CORRECT
+
+
+def test_complex_function_result_is_never_correct():
+    result = grade(DOUBLE, lambda x: (2 * x).to(torch.complex64) + 1j)
+    assert result.status == INCORRECT and "complex" in result.message
+
+
+class FakeShell:
+    """Just enough of an IPython kernel shell for check()'s display logic."""
+
+    kernel = object()
+    execution_count = 1
+
+
+def test_result_kept_in_a_variable_shows_in_a_later_cell(monkeypatch):
+    shell = FakeShell()
+    shown = []
+    monkeypatch.setattr(checks, "_kernel_shell", lambda: shell)
+    import IPython.display
+
+    monkeypatch.setattr(IPython.display, "display", lambda *args, **kwargs: shown.append(args[0]))
+    r = check("1.equal-scores", [1, 2])  # cell 1: `r = check(...)` shows the result once
+    assert len(shown) == 1 and "correct" in shown[0]["text/plain"]
+    r._ipython_display_()  # IPython's echo, were `check(...)` the cell's last line: skipped
+    assert len(shown) == 1
+    shell.execution_count = 2  # cell 2: `r` alone shows it, the first time and every time
+    r._ipython_display_()
+    r._ipython_display_()
+    assert len(shown) == 3

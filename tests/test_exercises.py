@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from lib.attention import attention, causal_mask
+from lib.attention import attention
 from lib.checks import CORRECT, INCORRECT, FunctionExercise, ValueExercise, exercises, grade
 
 ALL = list(exercises().values())
@@ -52,17 +52,45 @@ KEYS = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
 VALS = torch.tensor([[2.0, 0.0], [0.0, 4.0]])
 
 
+def _allowed_keys(read, n_keys=3):
+    """Which keys a lone query reads, found by reading one-hot values: output j > 0 iff key j is read."""
+    q, k, v = torch.zeros(1, 1, 2), torch.zeros(1, n_keys, 2), torch.eye(n_keys)[None]
+    return (read(q, k, v)[0, 0] > 0).float()
+
+
 def test_chapter_1_answers_agree_with_lib_attention():
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
     answers = {
-        "1.scaled-scores": (Q @ KEYS.T / 2**0.5)[0],
+        "1.longer-query": attention(torch.tensor([[2.0, 0.0]]), KEYS, VALS)[0],
         "1.equal-scores": attention(torch.tensor([[1.0, 1.0]]), KEYS, VALS)[0],
-        "1.causal-output": attention(Q, KEYS, VALS, causal_mask(2, 2)[:1])[0],
+        "1.masked-read": attention(
+            torch.tensor([[0.0, 2.0]]), torch.eye(2), VALS, torch.tensor([[True, False]]), scale=1.0
+        )[0],
+        "1.causal-alignment": torch.stack(
+            [
+                _allowed_keys(lambda q, k, v: attention(q, k, v, is_causal=True)),
+                _allowed_keys(lambda q, k, v: sdpa(q, k, v, is_causal=True)),
+            ]
+        ),
         "1.doubled-values-weights": attention(Q, KEYS, 2 * VALS, return_weights=True)[1][0],
         "1.doubled-values-output": attention(Q, KEYS, 2 * VALS)[0],
-        "1.dot-variance": 64,
+        # 64 products of variance 4 · 4 (test_wider_variance_measured measures it)
+        "1.wider-variance": [64 * 4.0 * 4.0, (64 * 4.0 * 4.0) ** -0.5],
     }
     for exercise_id, answer in answers.items():
-        assert grade(exercises()[exercise_id], answer).status == CORRECT, exercise_id
+        result = grade(exercises()[exercise_id], answer)
+        assert result.status == CORRECT, (exercise_id, answer, result.message)
+
+
+def test_wider_variance_measured():
+    """Var(q·k) for variance-4 coordinates at d_k = 64 is 1024, measured, within sampling error."""
+    gen = torch.Generator().manual_seed(1)
+    q = torch.randn(100_000, 64, generator=gen, dtype=torch.float64) * 2
+    k = torch.randn(100_000, 64, generator=gen, dtype=torch.float64) * 2
+    dots = (q * k).sum(-1)
+    assert abs(dots.var().item() - 1024) < 0.03 * 1024
+    assert abs((dots / 32).var().item() - 1) < 0.03
 
 
 def test_stable_softmax_mistakes_named():

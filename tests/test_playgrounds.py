@@ -73,3 +73,24 @@ def test_widget_controls_are_wired():
     scaling.value = "temperature"
     assert not temperature.disabled
     assert causal.description == "causal mask"
+
+
+def _printed(text: str, label: str) -> list[float]:
+    line = next(line for line in text.splitlines() if line.startswith(label))
+    inside = line[line.index("[") + 1 : line.index("]")]
+    return [float(x) for x in inside.split(",")]
+
+
+@pytest.mark.parametrize("temperature", [0.1, 0.2, 0.5, 1.0, 10.0])
+def test_printed_weights_and_output_agree_at_every_temperature(temperature):
+    """At temperature 0.1 the weights are [0.99995, 0.000045]; printed with 4 decimals they
+    read [1.0000, 0.0000] next to an output of [1.9999, 0.0002]. The printed weights, times
+    the values, must give the printed output to the printed precision."""
+    read = self_attention_read(scaling="temperature", temperature=temperature)
+    text = describe(read)
+    weights, output = _printed(text, "weights"), _printed(text, "output")
+    decimals = len(text.splitlines()[2].split("[")[1].split(",")[0].split(".")[1])
+    from_printed = torch.tensor(weights, dtype=torch.float64) @ read.values
+    assert torch.allclose(from_printed, torch.tensor(output, dtype=torch.float64), atol=5 * 10.0**-decimals)
+    for w in weights:  # a weight that is neither 0 nor 1 is not printed as one
+        assert w not in (0.0, 1.0)

@@ -1,10 +1,13 @@
-"""Student copies hide every reference answer; grading reads what check() reported."""
+"""Student copies hide every reference answer and never overwrite a learner's work;
+batch grading survives any notebook and reports each one."""
 
+import json
 from pathlib import Path
 
 import nbformat
-from nbformat.v4 import new_code_cell, new_notebook
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from lib import student
 from lib.student import BEGIN, defined_names, grade_notebook, make_student_copy, strip_solutions
 
 CHAPTERS = sorted(Path(__file__).parent.parent.joinpath("chapters").glob("*.ipynb"))
@@ -20,35 +23,112 @@ def test_strip_solutions_keeps_the_check_call():
     assert strip_solutions(source) == "# NBVAL_CHECK_OUTPUT\nf = ...  # your answer here\ncheck('1.x', f)"
 
 
-def test_student_copies_of_every_chapter_hide_the_answers(tmp_path):
+def test_only_the_names_the_check_reads_become_placeholders():
+    source = "# BEGIN SOLUTION\nhelper = 2\nanswer = [helper, 1]\n# END SOLUTION\ncheck('1.helper', answer)"
+    assert strip_solutions(source) == "answer = ...  # your answer here\ncheck('1.helper', answer)"
+
+
+def test_student_copies_of_every_chapter_hide_the_answers_and_clear_outputs(tmp_path):
     assert CHAPTERS
     for chapter in CHAPTERS:
-        copy = nbformat.read(make_student_copy(chapter, tmp_path), as_version=4)
+        path, written = make_student_copy(chapter, tmp_path)
+        assert written
+        copy = nbformat.read(path, as_version=4)
         original = nbformat.read(chapter, as_version=4)
         n_solutions = sum(BEGIN in cell.source for cell in original.cells)
         placeholders = [cell for cell in copy.cells if "= ...  # your answer here" in cell.source]
-        assert len(placeholders) == n_solutions > 0
+        assert len(placeholders) == n_solutions > 0, chapter.name
         for cell in placeholders:
-            assert cell.outputs == [] and "SOLUTION" not in cell.source
+            assert "SOLUTION" not in cell.source
             assert "hide-cell" not in cell.metadata.get("tags", [])
+        for cell in copy.cells:
+            if cell.cell_type == "code":
+                assert cell.outputs == [] and cell.execution_count is None, chapter.name
+        assert "widgets" not in copy.metadata
+        # nothing but the solution cells changed
+        assert [c.source for c in copy.cells if BEGIN not in c.source and "your answer here" not in c.source] == [
+            c.source for c in original.cells if BEGIN not in c.source
+        ]
+
+
+def test_student_copy_never_overwrites_a_learners_work(tmp_path, capsys):
+    chapter = CHAPTERS[0]
+    path, written = make_student_copy(chapter, tmp_path)
+    work = nbformat.read(path, as_version=4)
+    work.cells[0].source = "my notes"
+    nbformat.write(work, path)
+    again, written = make_student_copy(chapter, tmp_path)
+    assert again == path and not written
+    assert nbformat.read(path, as_version=4).cells[0].source == "my notes"
+    # the command line keeps it too, and says so; --overwrite is the explicit way to replace it
+    assert student.main(["copy", str(chapter.parent), str(tmp_path)]) == 0
+    assert "kept" in capsys.readouterr().out
+    assert nbformat.read(path, as_version=4).cells[0].source == "my notes"
+    make_student_copy(chapter, tmp_path, overwrite=True)
+    assert nbformat.read(path, as_version=4).cells[0].source != "my notes"
+
+
+def _write(path: Path, *sources: str) -> Path:
+    cells = [new_markdown_cell("# a student's notebook"), new_code_cell("from lib.checks import check")]
+    notebook = new_notebook(cells=cells + [new_code_cell(source) for source in sources])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, path)
+    return path
 
 
 def test_grade_notebook_reports_each_exercise(tmp_path):
-    notebook = new_notebook(
-        cells=[
-            new_code_cell("from lib.checks import check"),
-            new_code_cell("check('1.equal-scores', [1, 2])"),
-            new_code_cell("check('1.causal-output', [0, 4])"),
-            new_code_cell("check('1.dot-variance', ...)"),
-            new_code_cell("answer = undefined_name\ncheck('1.scaled-scores', answer)"),
-        ]
+    path = _write(
+        tmp_path / "ada" / "student.ipynb",
+        "check('1.equal-scores', [1, 2])",
+        "check('1.masked-read', [0, 4])",
+        "check('1.wider-variance', ...)",
+        "answer = undefined_name\ncheck('1.longer-query', answer)",
     )
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    path = tmp_path / "student.ipynb"
-    nbformat.write(notebook, path)
-    assert grade_notebook(path) == {
+    report = grade_notebook(path)
+    assert report.student == "ada" and report.problems == []
+    assert report.exercises == {
         "1.equal-scores": "correct",
-        "1.causal-output": "incorrect",
-        "1.dot-variance": "not attempted",
-        "1.scaled-scores": "not run",
+        "1.masked-read": "incorrect",
+        "1.wider-variance": "not attempted",
+        "1.longer-query": "not run",
     }
+
+
+def test_batch_grading_survives_loops_dead_kernels_and_syntax_errors(tmp_path, capsys):
+    """One notebook loops forever, one kills its kernel, one has a syntax error: each gets
+    its line, within the time limit, and the good notebook after them is still graded."""
+    notebooks = [
+        _write(tmp_path / "a_loop" / "ch.ipynb", "check('1.equal-scores', [1, 2])", "while True:\n    pass"),
+        _write(tmp_path / "b_dies" / "ch.ipynb", "check('1.equal-scores', [2, 0])", "import os\nos._exit(1)"),
+        _write(
+            tmp_path / "c_syntax" / "ch.ipynb",
+            "x = 1\nanswer = [1,\ncheck('1.equal-scores', answer)",
+            "import pathlib\nassert pathlib.Path.cwd().name == 'c_syntax'\ncheck('1.wider-variance', [1024, 1 / 32])",
+        ),
+        _write(tmp_path / "d_fine" / "ch.ipynb", "check('1.equal-scores', [1, 2])"),
+    ]
+    (tmp_path / "e_broken").mkdir()
+    (tmp_path / "e_broken" / "ch.ipynb").write_text("{not json")
+    notebooks.append(tmp_path / "e_broken" / "ch.ipynb")
+    out = tmp_path / "grades.json"
+    args = ["grade", *map(str, notebooks), "--time-limit", "15", "--json", str(out)]
+    assert student.main(args) == 0
+    printed = capsys.readouterr().out
+    graded = {row["student"]: row for row in json.loads(out.read_text())}
+    assert list(graded) == ["a_loop", "b_dies", "c_syntax", "d_fine", "e_broken"]
+    assert graded["a_loop"]["problems"] == ["timed out in cell 4 (15 s for the notebook)"]
+    assert graded["a_loop"]["exercises"] == {"1.equal-scores": "correct"}
+    assert graded["a_loop"]["seconds"] < 15 + 30  # the limit, plus starting and stopping a kernel
+    assert graded["b_dies"]["problems"] == ["kernel died in cell 4"]
+    assert graded["b_dies"]["exercises"] == {"1.equal-scores": "incorrect"}
+    assert graded["c_syntax"]["problems"] == ["syntax error in cell 3, line 3: incomplete input"]
+    # the kernel ran in the notebook's folder, so the cell after the syntax error passed
+    assert graded["c_syntax"]["exercises"] == {"1.equal-scores": "not run", "1.wider-variance": "correct"}
+    assert graded["d_fine"] == {**graded["d_fine"], "problems": [], "correct": 1, "total": 1}
+    assert graded["e_broken"]["problems"][0].startswith("could not read the notebook")
+    # the printed table: one row per student, one column per exercise
+    header = next(line for line in printed.splitlines() if line.startswith("student "))
+    assert header.split()[:4] == ["student", "notebook", "1.equal-scores", "1.wider-variance"]
+    table = printed[printed.index(header) :]
+    assert "kernel died in cell 4" in table and "timed out in cell 4" in table

@@ -29,18 +29,59 @@ _NOT_BEST_MATCH = (
     "the weighted average Σ wᵢ vᵢ of all the values it may read."
 )
 
+
+def _softmax2(s1: float, s2: float) -> tuple[float, float]:
+    """The two weights of softmax([s1, s2])."""
+    w1 = 1 / (1 + math.exp(s2 - s1))
+    return w1, 1 - w1
+
+
+def _read(w1: float) -> list[float]:
+    """The output w1·[2, 0] + (1 - w1)·[0, 4] with the lesson's values."""
+    return [2 * w1, 4 * (1 - w1)]
+
+
+# Exercise 1.1: the query [2, 0], twice as long as the lesson's and pointing the same way.
+_LONG_W1, _LONG_W2 = _softmax2(2 / math.sqrt(2), 0.0)  # scores [√2, 0]: weights ≈ [0.8044, 0.1956]
+_LONG_NO_SCALE = _read(_softmax2(2.0, 0.0)[0])  # scores [2, 0] ≈ [1.7616, 0.4768]
+_LONG_BY_D_K = _read(_softmax2(1.0, 0.0)[0])  # scores [1, 0] ≈ [1.4621, 1.0758]
+
+# Exercise 1.3: scores [0, 2] (already scaled), and key 2 may not be read.
+_MASK_SCORES = (0.0, 2.0)
+_MASK_NONE = _read(_softmax2(*_MASK_SCORES)[0])  # no mask: weights ≈ [0.1192, 0.8808]
+_MASK_TO_ZERO = _read(_softmax2(0.0, 0.0)[0])  # score 2 set to 0, not -inf: [1, 2]
+_MASK_AFTER = [2 * _softmax2(*_MASK_SCORES)[0], 0.0]  # weight 2 zeroed after the softmax: [0.2384, 0]
+
+# Exercise 1.7: coordinates of variance 4 (std 2) at d_k = 64.
+_COORD_VAR, _WIDE_D_K = 4.0, 64
+_WIDE_VAR = _WIDE_D_K * _COORD_VAR**2  # each product qᵢkᵢ has variance 4·4 = 16; 64 of them: 1024
+_WIDE_SCALE = 1 / math.sqrt(_WIDE_VAR)  # 1/32
+
 CHAPTER_1 = (
     ValueExercise(
-        id="1.scaled-scores",
-        question="In the worked example, what are the two scores after scaling, just before the softmax?",
-        expected=[_SCORE, 0.0],
-        explanation=f"The dot products [1, 0] divided by √d_k = √2 give [{_SCORE:.4f}, 0].",
-        hints=("Take the dot product of q with each key, then divide by √d_k, with d_k = 2.",),
+        id="1.longer-query",
+        question=(
+            "Keep the worked example's keys [1, 0], [0, 1] and values [2, 0], [0, 4] (d_k = 2), but make "
+            "the query twice as long: q = [2, 0]. What output does it read?"
+        ),
+        expected=_read(_LONG_W1),
+        explanation=(
+            f"The scores double to [{2 / math.sqrt(2):.4f}, 0], so the weights sharpen to "
+            f"[{_LONG_W1:.4f}, {_LONG_W2:.4f}] and the output moves toward v1: "
+            f"[{2 * _LONG_W1:.4f}, {4 * _LONG_W2:.4f}]. Same direction, longer query: q·k = |q||k|cos θ grows "
+            "with length, not only with alignment."
+        ),
+        hints=("Dot products with each key, divide by √2, softmax, then mix the values.",),
         wrong_answers=(
-            WrongAnswer([1.0, 0.0], "Those are the raw dot products: you forgot to divide by √d_k = √2."),
-            WrongAnswer([0.5, 0.0], "You divided by d_k = 2; the scale is 1/√d_k, so divide by √2."),
-            WrongAnswer([math.sqrt(2), 0.0], "You multiplied by √2; the scores are divided by √d_k."),
-            WrongAnswer([_W1, _W2], "Those are the weights, after the softmax. The scores come before it."),
+            WrongAnswer([2.0, 0.0], _NOT_BEST_MATCH),
+            WrongAnswer(_LONG_NO_SCALE, "You forgot to divide the scores by √d_k = √2: you used [2, 0]."),
+            WrongAnswer(_LONG_BY_D_K, "You divided by d_k = 2; the scale is 1/√d_k, so the scores are [√2, 0]."),
+            WrongAnswer(
+                _OUTPUT,
+                "That is the output for q = [1, 0]. Doubling the query doubles its dot products, "
+                "so the scores, and with them the weights, change.",
+            ),
+            WrongAnswer([_LONG_W1, _LONG_W2], "Those are the weights. The question asks for the output, Σ wᵢ vᵢ."),
         ),
     ),
     ValueExercise(
@@ -58,30 +99,81 @@ CHAPTER_1 = (
         ),
     ),
     ValueExercise(
-        id="1.causal-output",
+        id="1.masked-read",
         question=(
-            "The query is at the first position of a two-token causal sequence. "
-            "What output does it read from values [2, 0] and [0, 4]?"
+            "A query has scores [0, 2] (already scaled) for keys 1 and 2, whose values are [2, 0] and "
+            "[0, 4]. A mask forbids key 2. What output does the query read?"
         ),
         expected=[2.0, 0.0],
-        explanation="The second score becomes -inf before the softmax, so the weights are [1, 0] and the output is v1.",
-        hints=("Set the disallowed score to -inf before the softmax, then normalize.",),
+        explanation=(
+            "The forbidden score becomes -inf before the softmax, so the weights are [1, 0] and the output "
+            "is v1 = [2, 0], however high key 2 scored."
+        ),
+        hints=("Set the forbidden score to -inf, then take the softmax over what is left.",),
         wrong_answers=(
             WrongAnswer(
-                _OUTPUT,
-                "That is the unmasked output: the mask was not applied, or the masked score was set to 0 "
-                "(which here equals its unmasked value) instead of -inf.",
+                _MASK_NONE,
+                "That is the read without the mask: key 2 still took most of the weight. "
+                "Set its score to -inf before the softmax.",
             ),
             WrongAnswer(
-                [2 * _W1, 0.0],
-                "You zeroed the weight after the softmax without renormalizing: the disallowed score still "
-                "sits in the denominator, so the weights no longer sum to 1. Mask before the softmax.",
+                _MASK_TO_ZERO,
+                "You set the forbidden score to 0 instead of -inf. A score of 0 is an ordinary score "
+                "(weight e⁰ = 1 before normalizing); only -inf gives weight 0.",
+            ),
+            WrongAnswer(
+                _MASK_AFTER,
+                "You zeroed key 2's weight after the softmax without renormalizing: its score still sat in "
+                "the denominator, so the weights no longer sum to 1. Mask before the softmax.",
             ),
             WrongAnswer(
                 [0.0, 4.0],
-                "The mask's polarity is flipped: the first position may read key 1 (itself), not key 2 (the future).",
+                "The mask's polarity is flipped: you let the query read key 2 only, the one it may not read "
+                "(or you read the best match and ignored the mask).",
             ),
         ),
+    ),
+    ValueExercise(
+        id="1.causal-alignment",
+        question=(
+            "One query (N = 1) reads three keys (M = 3) with a causal mask. Which keys may it read, "
+            "as 1 (may read) or 0 (may not) per key: first under the book's is_causal=True, then "
+            "under torch's scaled_dot_product_attention(is_causal=True)? Answer [[book], [SDPA]]."
+        ),
+        expected=[[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]],
+        explanation=(
+            "The book aligns bottom-right: the lone query is the newest token, at position M - N = 2, and "
+            "reads keys 0, 1, 2. SDPA aligns top-left: its query 0 sits at position 0 and reads key 0 only."
+        ),
+        hints=("Where does each convention put query 0: at position M - N + 0, or at position 0?",),
+        wrong_answers=(
+            WrongAnswer(
+                [[1.0, 0.0, 0.0], [1.0, 1.0, 1.0]],
+                "You swapped the two conventions: the book aligns bottom-right (the query is the last "
+                "position), SDPA top-left (the query is position 0).",
+            ),
+            WrongAnswer(
+                [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]],
+                "The book's answer is right, but SDPA aligns top-left when N ≠ M: its query 0 sits at "
+                "position 0 and may read key 0 only.",
+            ),
+            WrongAnswer(
+                [[1.0, 0.0, 0.0], [1.0, 0.0, 0.0]],
+                "SDPA's answer is right, but the book aligns bottom-right: the lone query is the newest "
+                "token, at position M - N = 2, so it reads all three keys.",
+            ),
+            WrongAnswer(
+                [[0.0, 0.0, 0.0], [0.0, 1.0, 1.0]],
+                "The polarity is flipped: you marked the keys the query may NOT read. Here, as in SDPA's "
+                "boolean masks, 1 (True) means 'may read'.",
+            ),
+            WrongAnswer(
+                [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]],
+                "A causal query reads every key up to and including its own position, not only its own: "
+                "at position 2 that is keys 0, 1 and 2.",
+            ),
+        ),
+        atol=0.1,
     ),
     ValueExercise(
         id="1.doubled-values-weights",
@@ -106,20 +198,46 @@ CHAPTER_1 = (
         ),
     ),
     ValueExercise(
-        id="1.dot-variance",
+        id="1.wider-variance",
         question=(
-            "q and k have d_k = 64 independent coordinates, each with mean 0 and variance 1. "
-            "What is the variance of q·k before scaling?"
+            "Now the coordinates of q and k are independent with mean 0 and variance 4 (not 1), and "
+            "d_k = 64. What is Var(q·k), and what factor must the scores be multiplied by to bring their "
+            "variance back to 1? Answer [variance, factor]."
         ),
-        expected=64.0,
-        explanation="q·k sums 64 independent products, each of variance 1, so its variance is 64 (std 8).",
-        hints=("Each product qᵢkᵢ has variance 1. Variances of independent terms add.",),
+        expected=[_WIDE_VAR, _WIDE_SCALE],
+        explanation=(
+            f"Each product qᵢkᵢ has variance 4 · 4 = 16, and 64 of them add up to {_WIDE_VAR:.0f}. Multiplying "
+            f"by 1/√{_WIDE_VAR:.0f} = 1/32 brings it back to 1; the usual 1/√d_k = 1/8 assumes variance-1 "
+            "coordinates and would leave a variance of 16."
+        ),
+        hints=("Var(qᵢkᵢ) = Var(qᵢ)·Var(kᵢ) for independent zero-mean factors; scaling by c multiplies Var by c².",),
         wrong_answers=(
-            WrongAnswer(8.0, "8 is the standard deviation, √64. The variance is its square."),
-            WrongAnswer(1.0, "That is the variance after dividing by √d_k. Before scaling it grows with d_k."),
-            WrongAnswer(4096.0, "Variances of independent terms add: 64 terms of variance 1, not 64²."),
+            WrongAnswer(
+                [float(_WIDE_D_K), 1 / math.sqrt(_WIDE_D_K)],
+                "That is the variance-1 case. Each product now has variance 4 · 4 = 16, not 1.",
+            ),
+            WrongAnswer(
+                [_WIDE_D_K * _COORD_VAR, 1 / math.sqrt(_WIDE_D_K * _COORD_VAR)],
+                "You counted the variance 4 once. A product of two independent factors of variance 4 has "
+                "variance 4 · 4 = 16.",
+            ),
+            WrongAnswer(
+                [_WIDE_VAR, 1 / math.sqrt(_WIDE_D_K)],
+                "The variance is right, but 1/√d_k = 1/8 restores 1 only for variance-1 coordinates: "
+                "it leaves 1024/64 = 16. Divide by the standard deviation, √1024 = 32.",
+            ),
+            WrongAnswer(
+                [_WIDE_VAR, 1 / _WIDE_VAR],
+                "Multiplying by c multiplies the variance by c²: dividing by the variance itself overshoots. "
+                "Divide by the standard deviation, √1024 = 32.",
+            ),
+            WrongAnswer(
+                [math.sqrt(_WIDE_VAR), _WIDE_SCALE],
+                "32 is the standard deviation of q·k; its variance is the square, 1024.",
+            ),
         ),
-        atol=0.5,
+        atol=1e-3,
+        rtol=0.01,
     ),
 )
 

@@ -27,7 +27,8 @@ from lib.attention import attention, causal_mask
 
 LESSON_KEYS = ((1.0, 0.0), (0.0, 1.0))
 LESSON_VALUES = ((2.0, 0.0), (0.0, 4.0))
-# Token 1's query is the lesson's q = [1, 0]; token 2's is picked to match its own key.
+# Token 1's query is the lesson's q = [1, 0]. The lesson gives no query for token 2: its
+# [0, 1] is invented for the playground, picked to match token 2's own key.
 LESSON_QUERIES = ((1.0, 0.0), (0.0, 1.0))
 SCALINGS = ("1/√d_k", "none", "temperature")
 
@@ -90,11 +91,27 @@ def self_attention_read(
     return AttentionRead(query, keys, values, position, scale, allowed, dot_products, scores, weights[0], output[0])
 
 
+def decimals_needed(*tensors: torch.Tensor, start: int = 4, most: int = 8) -> int:
+    """How many decimals show every number consistently: no entry that is not exactly 0
+    or 1 rounds to 0 or 1, and each small entry keeps two significant digits.
+
+    At a low temperature the weights are [0.99995, 0.000045]: with 4 decimals they read
+    [1.0000, 0.0000] beside an output of [1.9999, 0.0002], which cannot both be right.
+    """
+    values = [x for t in tensors for x in t.tolist() if math.isfinite(x)]
+    for digits in range(start, most + 1):
+        step = 10.0**-digits
+        if all(x in (0.0, 1.0) or (abs(x) >= 10 * step and abs(abs(x) - 1) >= step / 2) for x in values):
+            return digits
+    return most
+
+
 def describe(read: AttentionRead) -> str:
-    """The read as four rounded lines of numbers."""
+    """The read as four lines of numbers, with as many decimals as they need to agree."""
+    digits = decimals_needed(read.dot_products, read.scores, read.weights, read.output)
 
     def fmt(t: torch.Tensor) -> str:
-        return "[" + ", ".join("-inf" if x == float("-inf") else f"{x:.4f}" for x in t.tolist()) + "]"
+        return "[" + ", ".join("-inf" if x == float("-inf") else f"{x:.{digits}f}" for x in t.tolist()) + "]"
 
     return "\n".join(
         [
