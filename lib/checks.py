@@ -356,6 +356,9 @@ def _run_case(exercise: FunctionExercise, function: Callable, case: Case) -> tup
             None,
         )
     got = got.to(expected.dtype)
+    if expected.dtype == torch.bool:  # a mask: every entry must match (no tolerance, no subtraction)
+        wrong = int((got != expected).sum())
+        return (f"differs from the reference in {wrong} of {expected.numel()} entries", got) if wrong else ("", got)
     if torch.isnan(got).any() and not torch.isnan(expected).any():
         return "returned NaN", got
     if not torch.allclose(got, expected, atol=exercise.atol, rtol=exercise.rtol):

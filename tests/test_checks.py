@@ -273,3 +273,21 @@ def test_result_kept_in_a_variable_shows_in_a_later_cell(monkeypatch):
     r._ipython_display_()
     r._ipython_display_()
     assert len(shown) == 3
+
+
+def test_function_exercise_with_a_boolean_reference():
+    """A mask-valued exercise: a wrong mask is graded (entries counted), never a crash on bool arithmetic."""
+    from lib.checks import Case, FunctionExercise, grade
+
+    exercise = FunctionExercise(
+        id="t.mask",
+        question="causal mask",
+        reference=lambda n: torch.ones(n, n, dtype=torch.bool).tril(),
+        cases=(Case("n=3", lambda: (3,), "lower triangle"),),
+        explanation="",
+    )
+    assert grade(exercise, lambda n: torch.ones(n, n, dtype=torch.bool).tril()).correct
+    wrong = grade(exercise, lambda n: torch.ones(n, n, dtype=torch.bool).triu())
+    assert not wrong.correct and "6 of 9" in (wrong.message + wrong.feedback)
+    as_ints = grade(exercise, lambda n: torch.ones(n, n).tril())  # 0/1 floats read as the same mask
+    assert as_ints.correct

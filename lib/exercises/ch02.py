@@ -103,8 +103,9 @@ CHAPTER_2 = (
     ValueExercise(
         id="2.cache-causal-row",
         question=(
-            "A KV cache holds M = 7 keys (the 3 newest tokens included) and N = 3 new queries attend "
-            "causally. Which keys may the second new query read? Answer with a 0/1 list of length 7."
+            "A KV cache holds M = 7 keys (the 3 newest tokens included), and the queries of those N = 3 "
+            "new tokens attend causally. Which keys may the second new query read? Answer with a 0/1 "
+            "list of length 7."
         ),
         expected=[1, 1, 1, 1, 1, 1, 0],
         explanation=(
@@ -155,16 +156,25 @@ CHAPTER_2 = (
     ValueExercise(
         id="2.concat-width",
         question=(
-            "A layer with d = 64 and h = 4 heads uses d_k = 16 but d_v = 24. How wide is the "
+            "A layer with d = 64 and h = 4 heads uses d_k = 12 but d_v = 24. How wide is the "
             "concatenation of the head outputs that W_O receives?"
         ),
-        expected=96.0,
+        expected=4.0 * 24,
         explanation="Each head returns d_v = 24 features; four heads concatenate to h · d_v = 96, and W_O maps 96 → 64.",
         hints=("The outputs are weighted values: their width is d_v, not d_k.",),
         wrong_answers=(
-            WrongAnswer(64.0, "d_k = d_v = d/h is only a convention. The heads return values of width d_v = 24."),
+            WrongAnswer(
+                64.0,
+                "That is d, the width W_O maps back to. Its input is the concatenation of the heads: "
+                "h · d_v, which need not equal d.",
+            ),
+            WrongAnswer(
+                4.0 * 12,
+                "That is h · d_k, the width of the concatenated queries or keys. The heads output weighted "
+                "values, so the concatenation is h · d_v.",
+            ),
             WrongAnswer(24.0, "That is one head's output; W_O reads all heads concatenated."),
-            WrongAnswer(16.0, "That is d_k, the width of queries and keys. Outputs are weighted values."),
+            WrongAnswer(12.0, "That is d_k, the width of one head's queries and keys. Outputs are weighted values."),
         ),
         atol=0.0,
     ),
