@@ -1,0 +1,269 @@
+"""Chapter 8's check-yourself exercises: the vision transformer.
+
+The numbers are new ones (a 192×320 image, 32-pixel patches, 384×384 at p=16), so an
+exercise applies the chapter's idea rather than re-reading the 224/16 example. Each is
+written as the arithmetic that produces it, and each wrong answer is the result of one
+named mistake; the numbers were picked so that no two mistakes give the same answer.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswer
+from lib.vit import conv_weight, patchify
+
+# A 192×320 RGB image in 32×32 patches.
+_H, _W, _C, _P, _D = 192, 320, 3, 32, 512
+_ROWS, _COLS = _H // _P, _W // _P  # 6, 10
+_PATCHES = _ROWS * _COLS  # 60
+_LENGTH = _C * _P * _P  # 3072
+_PARAMS = _LENGTH * _D + _D  # weights + one bias per output: 1,573,376
+
+# 384×384 at p=16 with a class token.
+_SIDE = 384 // 16  # 24 patches per side
+_TOKENS = _SIDE**2 + 1  # 577
+
+_SHARED = (
+    "The projection is shared: every patch is multiplied by the same matrix, which is exactly why it "
+    "equals a convolution (one kernel slid over the image). Its size does not depend on the patch count."
+)
+
+CHAPTER_8 = (
+    ValueExercise(
+        id="8.patch-grid",
+        question=(
+            "An RGB image of 192×320 pixels (height × width) is cut into 32×32 patches. How many patches "
+            "are there, and how many entries does each flattened patch have? Answer [patches, entries]."
+        ),
+        expected=[_PATCHES, _LENGTH],
+        explanation=f"(192/32)·(320/32) = 6·10 = {_PATCHES} patches, each 3·32·32 = {_LENGTH} entries.",
+        hints=("Count patches down and across, then multiply. A patch holds p·p pixels in each of C channels.",),
+        wrong_answers=(
+            WrongAnswer([_PATCHES, _P * _P], "Each patch has 32·32 pixels in each of the 3 channels: multiply by C."),
+            WrongAnswer([_ROWS + _COLS, _LENGTH], "6 rows and 10 columns of patches make 6·10 patches, not 6 + 10."),
+            WrongAnswer(
+                [_PATCHES + 1, _LENGTH], "61 counts the class token, which is a token but not a patch of the image."
+            ),
+            WrongAnswer(
+                [_H * _W // _P, _LENGTH],
+                "You divided the pixel count by p. A patch covers p·p pixels: divide by p² (or count per side).",
+            ),
+            WrongAnswer([_PATCHES, _C * _P], "A patch is p×p pixels, not p: its length is C·p·p."),
+            WrongAnswer([_LENGTH, _PATCHES], "Swapped: the first number is the patch count, the second the length."),
+        ),
+    ),
+    ValueExercise(
+        id="8.projection-params",
+        question=(
+            "Those 32×32 RGB patches are each projected to width d = 512 by one linear layer with a bias. "
+            "How many learnable parameters does the projection have?"
+        ),
+        expected=_PARAMS,
+        explanation=f"A (512 × 3072) weight plus 512 biases: {_LENGTH}·512 + 512 = {_PARAMS:,}.",
+        hints=("One weight per (input entry, output feature) pair, plus one bias per output feature.",),
+        wrong_answers=(
+            WrongAnswer(_LENGTH * _D, "That is the weight matrix alone: add the 512 biases."),
+            WrongAnswer(_PATCHES * _PARAMS, _SHARED),
+            WrongAnswer(_P * _P * _D + _D, "Each flattened patch has 3·32·32 inputs: you left out the channels."),
+        ),
+        atol=0.5,
+    ),
+    ValueExercise(
+        id="8.conv-output",
+        question=(
+            "The same projection as nn.Conv2d(3, 512, kernel_size=32, stride=32), applied to one 192×320 "
+            "image, gives an output of shape (512, h, w). What are [512, h, w]?"
+        ),
+        expected=[_D, _ROWS, _COLS],
+        explanation="With stride = kernel = 32 the windows tile the image: 192/32 = 6 rows, 320/32 = 10 columns.",
+        hints=("With no padding, a kernel k at stride s gives (size − k)/s + 1 outputs along each axis.",),
+        wrong_answers=(
+            WrongAnswer(
+                [_D, _H - _P + 1, _W - _P + 1],
+                "That is stride 1: overlapping windows one pixel apart. A patch projection moves by a whole patch.",
+            ),
+            WrongAnswer([_D, _COLS, _ROWS], "Height comes first: 192/32 = 6 rows of patches, 320/32 = 10 columns."),
+            WrongAnswer(
+                [_LENGTH, _ROWS, _COLS],
+                "The output has one channel per output feature, d = 512; 3072 is what each kernel reads.",
+            ),
+        ),
+        atol=0.5,
+    ),
+    ValueExercise(
+        id="8.tokens-with-cls",
+        question=(
+            "A ViT reads 384×384 RGB images in 16×16 patches and puts a class token in front. "
+            "How many tokens does each transformer block see?"
+        ),
+        expected=_TOKENS,
+        explanation=f"(384/16)² = 24² = 576 patch tokens, plus the class token: {_TOKENS}.",
+        hints=("Count patches per side, square, then add what the model prepends.",),
+        wrong_answers=(
+            WrongAnswer(_TOKENS - 1, "Those are the patch tokens only: the class token is one more token."),
+            WrongAnswer(_SIDE, "24 is the count along one side; the image has 24 × 24 patches."),
+            WrongAnswer(_SIDE + 1, "24 is one side of the grid; square it before adding the class token."),
+            WrongAnswer(
+                _TOKENS + 1, "Positions are added to the tokens, not appended as tokens: one class token only."
+            ),
+        ),
+        atol=0.5,
+    ),
+    ValueExercise(
+        id="8.halve-patch-attention",
+        question=(
+            "Keep the image fixed and halve the patch side, say from 28 to 14 pixels. Ignoring the class token, "
+            "by what factor does the number of attention scores per head and layer change?"
+        ),
+        expected=16.0,
+        explanation="Half the side means 2×2 = 4 times the patches; every token scores every token, so 4² = 16.",
+        hints=("First find the factor for the token count N. Attention scores every pair: N².",),
+        wrong_answers=(
+            WrongAnswer(4.0, "4 is the factor for the tokens. Attention compares every pair of tokens: square it."),
+            WrongAnswer(2.0, "Halving the side halves it in both directions: 4 times the patches, then 16 pairs."),
+            WrongAnswer(1 / 16, "Smaller patches mean more tokens, not fewer: the cost grows."),
+            WrongAnswer(0.25, "Smaller patches mean more tokens, not fewer: the cost grows, and quadratically."),
+            WrongAnswer(8.0, "Tokens grow 4× and attention is quadratic in tokens: 4² = 16, not 4·2."),
+        ),
+        atol=0.05,
+    ),
+    ValueExercise(
+        id="8.halve-patch-projection",
+        question=(
+            "Same change (patch side halved, image fixed). By what factor does the total work of the patch "
+            "projection for one image (multiply-adds of the linear layer) change?"
+        ),
+        expected=1.0,
+        explanation="4× the patches, each a quarter as long: N·(C·p²)·d = (H·W/p²)·C·p²·d = H·W·C·d, free of p.",
+        hints=("Write the work as patches × entries per patch × d, and put p into both.",),
+        wrong_answers=(
+            WrongAnswer(4.0, "The patch count grows 4×, but each patch has a quarter of the entries."),
+            WrongAnswer(0.25, "Each patch has a quarter of the entries, but there are 4× as many patches."),
+            WrongAnswer(16.0, "Each patch is projected once, on its own: the work is linear in N, not quadratic."),
+        ),
+        atol=0.05,
+    ),
+)
+
+
+def _image(batch: int, channels: int, height: int, width: int) -> torch.Tensor:
+    """Entries 0, 1, 2, ... in memory order: all distinct, so any pixel put in the wrong place shows."""
+    return torch.arange(batch * channels * height * width, dtype=torch.float32).reshape(batch, channels, height, width)
+
+
+CHAPTER_8_FUNCTIONS = (
+    FunctionExercise(
+        id="8.patchify",
+        question=(
+            "Write patchify(images, patch) that turns (B, C, H, W) images into (B, N, C·p·p): non-overlapping "
+            "p×p patches in row-major order (left to right, then top to bottom), each flattened channel first, "
+            "then row, then column."
+        ),
+        reference=patchify,
+        cases=(
+            Case(
+                "one channel, 4×4, p=2",
+                lambda: (_image(1, 1, 4, 4), 2),
+                "Each patch must be a 2×2 square of neighbouring pixels, not 4 pixels in a row.",
+            ),
+            Case("a batch of two", lambda: (_image(2, 1, 4, 4), 2), "Treat each image of the batch on its own."),
+            Case(
+                "a wide image, 4×6, p=2",
+                lambda: (_image(1, 1, 4, 6), 2),
+                "Row-major: the 3 patches of the top row come first, then the next row.",
+            ),
+            Case(
+                "three channels",
+                lambda: (_image(1, 3, 4, 4), 2),
+                "Flatten each patch as (C, p, p): all of channel 0's pixels, then channel 1's, ...",
+            ),
+            Case(
+                "patch = whole image",
+                lambda: (_image(2, 3, 4, 4), 4),
+                "With p equal to the image size there is one patch holding every entry.",
+            ),
+            Case("p = 1", lambda: (_image(1, 2, 2, 3), 1), "With p = 1 every pixel is a patch of C entries."),
+        ),
+        wrong_answers=(
+            WrongAnswer(
+                lambda x, p: x.reshape(x.shape[0], -1, x.shape[1] * p * p),
+                "A plain reshape keeps memory order, so each 'patch' is a strip of consecutive pixels of one row. "
+                "Split H and W into (H/p, p) and (W/p, p), then permute so the patch grid comes first.",
+            ),
+            WrongAnswer(
+                lambda x, p: (
+                    x.reshape(x.shape[0], x.shape[1], x.shape[2] // p, p, x.shape[3] // p, p)
+                    .permute(0, 4, 2, 1, 3, 5)
+                    .reshape(x.shape[0], -1, x.shape[1] * p * p)
+                ),
+                "Your patches go column by column (top to bottom first). Row-major order puts the grid row "
+                "(H/p) before the grid column (W/p).",
+            ),
+            WrongAnswer(
+                lambda x, p: (
+                    x.reshape(x.shape[0], x.shape[1], x.shape[2] // p, p, x.shape[3] // p, p)
+                    .permute(0, 2, 4, 1, 5, 3)
+                    .reshape(x.shape[0], -1, x.shape[1] * p * p)
+                ),
+                "Inside each patch you read the pixels column by column. Keep (row, column) order: (C, p_row, p_col).",
+            ),
+            WrongAnswer(
+                lambda x, p: (
+                    x.reshape(x.shape[0], x.shape[1], x.shape[2] // p, p, x.shape[3] // p, p)
+                    .permute(0, 2, 4, 3, 5, 1)
+                    .reshape(x.shape[0], -1, x.shape[1] * p * p)
+                ),
+                "You flattened each patch channels-last, (p, p, C). The conv kernel is (C, p, p): channel first.",
+            ),
+        ),
+        explanation=(
+            "reshape to (B, C, H/p, p, W/p, p), permute to (B, H/p, W/p, C, p, p), reshape to (B, N, C·p·p): "
+            "the order nn.Conv2d uses for its kernel, so the projection equals the strided conv."
+        ),
+        hints=("images.reshape(B, C, H // p, p, W // p, p), then .permute(...) and .reshape(B, N, C * p * p).",),
+    ),
+    FunctionExercise(
+        id="8.conv-weight",
+        question=(
+            "Write conv_weight(linear_weight, in_channels, patch): the nn.Linear weight of a patch projection, "
+            "shape (d, C·p·p), as the kernel (d, C, p, p) of the equal nn.Conv2d(C, d, kernel_size=p, stride=p)."
+        ),
+        reference=conv_weight,
+        cases=(
+            Case(
+                "one channel, p=2",
+                lambda: (torch.arange(8.0).reshape(2, 4), 1, 2),
+                "Row j of the linear weight is output feature j's kernel, flattened in (C, p, p) order.",
+            ),
+            Case(
+                "three channels, p=2",
+                lambda: (torch.arange(36.0).reshape(3, 12), 3, 2),
+                "patchify flattens channel first: the first p·p inputs are all of channel 0.",
+            ),
+            Case(
+                "two channels, p=3",
+                lambda: (torch.arange(72.0).reshape(4, 18), 2, 3),
+                "Reshape each row to (C, p, p); the output axis d stays first.",
+            ),
+        ),
+        wrong_answers=(
+            WrongAnswer(
+                lambda w, c, p: w.t().reshape(w.shape[0], c, p, p),
+                "nn.Linear already stores its weight as (out, in) = (d, C·p·p), the conv's layout: don't transpose.",
+            ),
+            WrongAnswer(
+                lambda w, c, p: w.reshape(w.shape[0], c, p, p).transpose(2, 3),
+                "You swapped the rows and columns inside the kernel; patchify reads each patch row by row.",
+            ),
+            WrongAnswer(
+                lambda w, c, p: w.reshape(w.shape[0], p, p, c).permute(0, 3, 1, 2),
+                "You read the inputs as (p, p, C), channels last. patchify flattens them (C, p, p): just reshape.",
+            ),
+        ),
+        explanation="linear_weight.reshape(d, C, p, p): the patch vectors are already in the kernel's order.",
+        hints=("No transpose or permute is needed if patches were flattened in (C, p, p) order.",),
+    ),
+)
+
+EXERCISES = CHAPTER_8 + CHAPTER_8_FUNCTIONS
