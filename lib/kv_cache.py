@@ -62,7 +62,8 @@ def _positive_int(name: str, value) -> int:
 def kv_cache_bytes(*, layers: int, batch: int, seq_len: int, kv_heads: int, head_dim: int, bytes_per_element=2):
     """Bytes of keys and values a decoder stores: 2 · L · B · N · h_kv · d_h · s.
 
-    The 2 counts keys and values. This is the raw tensor storage only; paging, alignment
+    Here L is the number of layers (the lesson's symbol), not the shape letter L of this
+    module's comments. The 2 counts keys and values. This is the raw tensor storage only; paging, alignment
     and bookkeeping come on top. ``bytes_per_element`` may be fractional (0.5 for 4-bit).
 
     >>> kv_cache_bytes(layers=32, batch=1, seq_len=4096, kv_heads=8, head_dim=128) / 2**20
@@ -315,8 +316,9 @@ class PagedKVCache:
         copy_last = sequence.length % size != 0 and self.ref_counts[sequence.blocks[-1]] > 1
         wanted = fresh + int(copy_last)
         if wanted > len(self._free):
+            blocks = "block" if wanted == 1 else "blocks"
             raise CacheFullError(
-                f"sequence {seq_id} needs {wanted} more blocks of {size} tokens to grow from {sequence.length} "
+                f"sequence {seq_id} needs {wanted} more {blocks} of {size} tokens to grow from {sequence.length} "
                 f"to {new_length} tokens, but only {len(self._free)} of {self.num_blocks} are free; "
                 "nothing was written (free or preempt a sequence and retry)"
             )

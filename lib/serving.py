@@ -186,6 +186,8 @@ def plot_kv_memory(
         ]  # fmt: skip
         ax.plot(contexts, sizes, "o-", label=f"{name} (h_kv = {heads})")
     ax.set_xscale("log", base=2)
+    ax.set_xticks(contexts, [f"{n:,}" for n in contexts])  # plain token counts, not powers of 2
+    ax.xaxis.set_minor_formatter(plt.NullFormatter())
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda value, _: f"{value:g}"))
     ax.set_xlabel("cache length N (tokens)")

@@ -129,6 +129,19 @@ def test_greedy_with_cache_equals_without(overrides):
     assert torch.equal(with_cache[:, :6], idx)
 
 
+@pytest.mark.parametrize(
+    ("overrides", "prompt_len", "new_tokens"),
+    [({"n_kv_heads": 1}, 1, 30), ({"n_kv_heads": 2, "n_layers": 3}, 25, 3), ({"n_kv_heads": 4}, 2, 37)],
+)
+def test_greedy_with_cache_equals_without_at_other_lengths(overrides, prompt_len, new_tokens):
+    """A one-token prompt, a long prompt with few steps, and a run up to max_len (MQA, GQA, MHA)."""
+    model = _sharp_model(seed=9, **overrides)
+    idx = _prompt(batch=3, length=prompt_len, seed=10)
+    with_cache = model.generate(idx, new_tokens, use_cache=True)
+    assert with_cache.shape == (3, prompt_len + new_tokens)
+    assert torch.equal(with_cache, model.generate(idx, new_tokens, use_cache=False))
+
+
 def test_greedy_is_the_argmax_of_a_fresh_forward():
     model = _model(seed=7)
     idx = _prompt(batch=1, length=4, seed=8)

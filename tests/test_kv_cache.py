@@ -233,7 +233,7 @@ def test_copy_on_write_counts_its_block_when_the_pool_is_full():
     cache.append(parent, *_tokens(6, seed=0))
     child = cache.fork(parent)
     snapshot = _snapshot(cache)
-    with pytest.raises(CacheFullError, match="needs 1 more blocks"):
+    with pytest.raises(CacheFullError, match="needs 1 more block of 4 tokens"):
         cache.append(child, *_tokens(1, seed=1))  # must copy the shared partial block: no room
     _unchanged(cache, snapshot)
 
@@ -295,8 +295,9 @@ def test_chapter_6_answers_agree_with_lib():
     for _ in range(10):
         request = cache.fork(system)
         cache.append(request, torch.zeros(1, 50, 1), torch.zeros(1, 50, 1))
-    sequence = PagedKVCache(num_blocks=100, block_size=16, kv_heads=1, head_dim=1)
-    sequence.append(sequence.add_sequence(), torch.zeros(1, 1000, 1), torch.zeros(1, 1000, 1))
+    sequence = PagedKVCache(num_blocks=200, block_size=16, kv_heads=1, head_dim=1)
+    for n in (1000, 1024):  # one ends mid-block, one exactly on a block boundary
+        sequence.append(sequence.add_sequence(), torch.zeros(1, n, 1), torch.zeros(1, n, 1))
     answers = {
         "6.double-length-and-batch": kv_cache_bytes(layers=1, batch=2, seq_len=2, kv_heads=1, head_dim=1)
         / kv_cache_bytes(layers=1, batch=1, seq_len=1, kv_heads=1, head_dim=1),
@@ -318,3 +319,90 @@ def test_chapter_6_answers_agree_with_lib():
     assert grade(exercises()["6.decode-mask"], bool_mask).status == CORRECT
     result = grade(exercises()["6.decode-mask"], lambda n, c: torch.ones(n, n + c, dtype=torch.bool).tril())
     assert "top-left" in result.feedback
+
+
+# --- a random walk of appends, forks, frees and bad calls, against a list-of-tensors model ---
+def _check_against_model(cache, model):
+    """Every live sequence reads back what the model says, and the block bookkeeping adds up."""
+    assert sorted(cache.sequences) == sorted(model)
+    readers = [0] * cache.num_blocks
+    for seq, (keys, values) in model.items():
+        table = cache.block_table(seq)
+        assert len(table) == blocks_needed(keys.shape[1], cache.block_size)  # no block held in reserve
+        for block in table:
+            readers[block] += 1
+        got_keys, got_values = cache.gather(seq)
+        assert torch.equal(got_keys, keys) and torch.equal(got_values, values), f"sequence {seq} differs"
+        slow_keys, slow_values = cache.gather_slow(seq)
+        assert torch.equal(slow_keys, keys) and torch.equal(slow_values, values)
+    assert cache.ref_counts == readers  # each block counts exactly the tables that hold it
+    assert cache.blocks_in_use == sum(count > 0 for count in readers)
+    assert cache.free_blocks + cache.blocks_in_use == cache.num_blocks
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_appends_forks_and_frees_match_a_list_of_tensors(seed):
+    """Seeded random operations, including ones that must fail; after each, compare with brute force.
+
+    The model keeps each sequence as two plain (Hkv, L, D) tensors: an append concatenates,
+    a fork clones, a free deletes. Copy on write is right exactly when no sequence ever sees
+    another's tokens, which this checks after every step.
+    """
+    rng = torch.Generator().manual_seed(seed)
+
+    def randint(high):  # 0 .. high - 1
+        return int(torch.randint(high, (1,), generator=rng))
+
+    heads, width = 2, 3
+    cache = PagedKVCache(num_blocks=12, block_size=[1, 3, 4][seed % 3], kv_heads=heads, head_dim=width)
+    model: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+    freed: list[int] = []
+    outcomes = {"append": 0, "full": 0, "fork": 0, "free": 0, "bad": 0}
+    for _ in range(150):
+        live = sorted(model)
+        op = randint(10)
+        if op == 0 or not live:
+            seq = cache.add_sequence()
+            model[seq] = (torch.zeros(heads, 0, width), torch.zeros(heads, 0, width))
+        elif op <= 5:  # append 1..9 tokens (a decode step or a chunk of prompt)
+            seq, n = live[randint(len(live))], 1 + randint(9)
+            k = torch.randn(heads, n, width, generator=rng)  # (Hkv, T, D)
+            v = torch.randn(heads, n, width, generator=rng)  # (Hkv, T, D)
+            try:
+                cache.append(seq, k, v)
+            except CacheFullError:
+                outcomes["full"] += 1  # refused: the model stays as it was
+            else:
+                outcomes["append"] += 1
+                keys, values = model[seq]
+                model[seq] = (torch.cat([keys, k], dim=1), torch.cat([values, v], dim=1))
+        elif op <= 7:
+            parent = live[randint(len(live))]
+            child = cache.fork(parent)
+            model[child] = tuple(t.clone() for t in model[parent])
+            outcomes["fork"] += 1
+        elif op == 8:
+            seq = live[randint(len(live))]
+            cache.free(seq)
+            del model[seq]
+            freed.append(seq)
+            outcomes["free"] += 1
+        else:  # calls that must fail and leave everything as it was
+            seq, kind = live[randint(len(live))], randint(4)
+            wrong_heads = torch.zeros(heads + 1, 1, width)  # (Hkv + 1, 1, D)
+            wrong_width = torch.zeros(heads, 1, width + 1)  # (Hkv, 1, D + 1)
+            fine = torch.zeros(heads, 1, width)  # (Hkv, 1, D)
+            gone = freed[-1] if freed else 10**6
+            with pytest.raises(KeyError if kind >= 2 else ValueError):
+                if kind == 0:
+                    cache.append(seq, wrong_heads, wrong_heads)
+                elif kind == 1:
+                    cache.append(seq, wrong_width, wrong_width)
+                elif kind == 2:
+                    cache.append(gone, fine, fine)  # a freed (or never added) sequence
+                else:
+                    cache.fork(gone)
+            outcomes["bad"] += 1
+        _check_against_model(cache, model)
+    # the walk really exercised every path, the refusals included
+    assert all(count > 0 for count in outcomes.values()), outcomes

@@ -64,6 +64,14 @@ def decode_timings(
 def _measure(model: GPT, contexts: list[int], *, repeats: int, seed: int) -> list[DecodeTiming]:
     generator = torch.Generator().manual_seed(seed)
     vocab = model.config.vocab_size
+    # Warm up both paths once, untimed: the first calls pay one-time costs (allocations,
+    # kernel selection) that would otherwise inflate whichever context is measured first.
+    warm = torch.zeros(1, max(1, min(8, model.config.max_len - 1)), dtype=torch.long)  # (1, W)
+    model(warm, last_only=True)
+    if warm.shape[1] < model.config.max_len:
+        warm_caches = model.new_caches(1, warm.shape[1] + 1)
+        model(warm, caches=warm_caches, last_only=True)
+        model(warm[:, :1], caches=warm_caches, last_only=True)
     rows = []
     for context in contexts:
         if context + repeats > model.config.max_len:
@@ -107,8 +115,10 @@ def plot_decode_timings(rows: list[DecodeTiming], ax=None):
     ax.plot(contexts, [r.recompute_ms for r in rows], "o-", label="no cache: recompute the prefix")
     ax.plot(contexts, [r.cached_ms for r in rows], "s-", label="KV cache: one token reads the cache")
     ax.set_xscale("log", base=2)
+    ax.set_xticks(contexts, [f"{c:,}" for c in contexts])  # plain token counts, not powers of 2
+    ax.xaxis.set_minor_formatter(plt.NullFormatter())
     ax.set_yscale("log")
-    ax.set_xlabel("context length (tokens already generated)")
+    ax.set_xlabel("context length N (tokens in the sequence so far)")
     ax.set_ylabel("time per new token (ms)")
     ax.set_title("Decode time per token (measured on this machine)")
     ax.legend()

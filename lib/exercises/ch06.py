@@ -27,6 +27,10 @@ _MHA_GIB, _QUERY_HEADS, _GQA_KV_HEADS = 16.0, 64, 8
 _SYSTEM, _OWN, _REQUESTS, _S = 192, 50, 10, 16
 _FORK_BLOCKS = blocks_needed(_SYSTEM, _S) + _REQUESTS * blocks_needed(_OWN, _S)  # 12 + 10·4 = 52
 
+# 6.blocks-needed: two sequences of 1,000 and 1,024 tokens in blocks of 16 (one ends mid-block, one exactly).
+_N_SHORT, _N_LONG = 1000, 1024
+_BLOCKS_TWO = blocks_needed(_N_SHORT, _S) + blocks_needed(_N_LONG, _S)  # 63 + 64 = 127
+
 EXERCISES = (
     ValueExercise(
         id="6.double-length-and-batch",
@@ -98,14 +102,27 @@ EXERCISES = (
     ),
     ValueExercise(
         id="6.blocks-needed",
-        question="A paged cache uses blocks of 16 tokens. How many blocks does a sequence of 1,000 tokens hold?",
-        expected=blocks_needed(1000, 16),
-        explanation="1000 / 16 = 62.5, and a partly filled block is still a whole block: ceil(62.5) = 63.",
-        hints=("Round up: the last 8 tokens need a block of their own.",),
+        question=(
+            "A paged cache uses blocks of 16 tokens. It holds two sequences, one of 1,000 tokens and one of "
+            "1,024 tokens. How many blocks do they hold together?"
+        ),
+        expected=_BLOCKS_TWO,
+        explanation=(
+            "A sequence of n tokens holds ceil(n / 16) blocks: 1000 / 16 = 62.5 rounds up to 63 (the last "
+            f"block holds 8 tokens), and 1024 / 16 = 64 exactly. Together 63 + 64 = {_BLOCKS_TWO}."
+        ),
+        hints=("Round each sequence up to whole blocks, but add no block where n is a multiple of 16.",),
         wrong_answers=(
-            WrongAnswer(1000 // 16, "You rounded down: the last 8 tokens still need a (partly filled) block."),
-            WrongAnswer(1000 / 16, "Blocks come whole: a sequence cannot hold half a block."),
-            WrongAnswer(1000 // 16 + 2, "One block too many: 63 blocks hold up to 1,008 tokens."),
+            WrongAnswer(
+                _N_SHORT // _S + _N_LONG // _S,
+                "You rounded down: the last 8 tokens of the 1,000-token sequence still need a (partly filled) block.",
+            ),
+            WrongAnswer(
+                _N_SHORT // _S + 1 + _N_LONG // _S + 1,
+                "You used n // 16 + 1, which adds a block even when n is a multiple of 16: 1,024 tokens fill "
+                "exactly 64 blocks. Round up instead: ceil(n / 16).",
+            ),
+            WrongAnswer((_N_SHORT + _N_LONG) / _S, "Blocks come whole: a sequence cannot hold half a block."),
         ),
         atol=0.01,
     ),
