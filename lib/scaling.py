@@ -8,7 +8,7 @@
 3. ``score_spread``: how far apart unscaled scores typically are (their standard
    deviation, and the gap between the top two of a few keys) at a given width.
 
-Both rest on assumptions (independent, zero-mean, unit-variance coordinates) that learned
+All three rest on assumptions (independent, zero-mean, unit-variance coordinates) that learned
 vectors need not satisfy: the scale is a sensible default, not a guarantee of stability.
 """
 
@@ -137,6 +137,10 @@ def plot_saturation(rows: list[SaturationRow]) -> Figure:
     gaps = [row.gap for row in rows]
     ax.plot(gaps, [row.top_weight for row in rows], "o-", label="weight on the top key")
     ax.plot(gaps, [row.max_gradient for row in rows], "s-", label="largest |∂ weight / ∂ score|")
-    ax.set(xlabel="score gap (top score minus the others)", ylabel="value", ylim=(-0.02, 1.05))
+    ax.set(
+        xlabel="score gap: top score minus each other score (unitless)",
+        ylabel="weight, or derivative (unitless)",
+        ylim=(-0.02, 1.05),
+    )
     ax.legend()
     return fig

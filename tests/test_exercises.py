@@ -73,8 +73,7 @@ def test_chapter_1_answers_agree_with_lib_attention():
                 _allowed_keys(lambda q, k, v: sdpa(q, k, v, is_causal=True)),
             ]
         ),
-        "1.doubled-values-weights": attention(Q, KEYS, 2 * VALS, return_weights=True)[1][0],
-        "1.doubled-values-output": attention(Q, KEYS, 2 * VALS)[0],
+        "1.new-values": attention(Q, KEYS, torch.tensor([[3.0, 0.0], [0.0, -2.0]]))[0],
         # 64 products of variance 4 · 4 (test_wider_variance_measured measures it)
         "1.wider-variance": [64 * 4.0 * 4.0, (64 * 4.0 * 4.0) ** -0.5],
     }

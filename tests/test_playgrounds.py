@@ -94,3 +94,14 @@ def test_printed_weights_and_output_agree_at_every_temperature(temperature):
     assert torch.allclose(from_printed, torch.tensor(output, dtype=torch.float64), atol=5 * 10.0**-decimals)
     for w in weights:  # a weight that is neither 0 nor 1 is not printed as one
         assert w not in (0.0, 1.0)
+
+
+def test_figure_labels_agree_with_the_printout_at_low_temperature():
+    """The weights panel must not read 1.0000 / 0.0000 beside an output of 1.9999: the
+    figure uses the decimals ``describe`` prints."""
+    read = self_attention_read(scaling="temperature", temperature=0.1)
+    fig = plot_self_attention(read)
+    weight_labels = [text.get_text() for text in fig.axes[1].texts]
+    printed = describe(read).splitlines()[2]
+    assert weight_labels and all(label in printed for label in weight_labels)
+    assert not any(label in ("1.0000", "0.0000") for label in weight_labels)

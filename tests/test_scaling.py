@@ -82,3 +82,13 @@ def test_variance_figure_shows_its_prediction_lines_beneath_the_data():
     assert list(band.get_ydata()) == [2, 8, 32]
     assert band.get_linewidth() >= 5 and band.get_zorder() < measured.get_zorder()
     assert measured.get_linestyle() == "None"  # markers only: nothing drawn over the band between them
+
+
+def test_saturation_figure_labels_both_axes():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from lib.scaling import plot_saturation
+
+    ax = plot_saturation(softmax_saturation(gaps=(0, 2, 4))).axes[0]
+    assert "gap" in ax.get_xlabel() and "weight" in ax.get_ylabel() and "derivative" in ax.get_ylabel()

@@ -75,13 +75,22 @@ CHAPTER_1 = (
         wrong_answers=(
             WrongAnswer([2.0, 0.0], _NOT_BEST_MATCH),
             WrongAnswer(_LONG_NO_SCALE, "You forgot to divide the scores by √d_k = √2: you used [2, 0]."),
-            WrongAnswer(_LONG_BY_D_K, "You divided by d_k = 2; the scale is 1/√d_k, so the scores are [√2, 0]."),
+            WrongAnswer(
+                _LONG_BY_D_K,
+                "Your scores were [1, 0]: you divided [2, 0] by d_k = 2 (the scale is 1/√d_k, so the scores "
+                "are [√2, 0]), or you kept the old query [1, 0] and did not scale it.",
+            ),
             WrongAnswer(
                 _OUTPUT,
                 "That is the output for q = [1, 0]. Doubling the query doubles its dot products, "
                 "so the scores, and with them the weights, change.",
             ),
             WrongAnswer([_LONG_W1, _LONG_W2], "Those are the weights. The question asks for the output, Σ wᵢ vᵢ."),
+            WrongAnswer(
+                [2 * math.sqrt(2), 0.0],
+                "You mixed the values with the scores [√2, 0] themselves. Take the softmax first: the "
+                "weights must be positive and sum to 1.",
+            ),
         ),
     ),
     ValueExercise(
@@ -176,25 +185,27 @@ CHAPTER_1 = (
         atol=0.1,
     ),
     ValueExercise(
-        id="1.doubled-values-weights",
-        question="Double both value vectors in the worked example. What are the attention weights now?",
-        expected=[_W1, _W2],
-        explanation="The weights come from q and the keys only. The values do not enter the softmax.",
-        hints=("Which of q, k and v enter the scores?",),
-        wrong_answers=(
-            WrongAnswer([2 * _W1, 2 * _W2], "Weights always sum to 1, and they depend only on q and the keys."),
-            WrongAnswer([2 * _W1, 4 * _W2], "That is the original output, not the weights."),
+        id="1.new-values",
+        question=(
+            "Keep q = [1, 0] and the keys [1, 0] and [0, 1] of the worked example, but give the "
+            "keys new values v1 = [3, 0] and v2 = [0, -2]. What is the output?"
         ),
-    ),
-    ValueExercise(
-        id="1.doubled-values-output",
-        question="Double both value vectors in the worked example. What is the output now?",
-        expected=[4 * _W1, 8 * _W2],
-        explanation=f"Same weights, twice the values: the output doubles to about [{4 * _W1:.4f}, {8 * _W2:.4f}].",
-        hints=("The weights are unchanged; the output is linear in the values.",),
+        expected=[3 * _W1, -2 * _W2],
+        explanation=(
+            f"The weights come from q and the keys only, so they stay [{_W1:.4f}, {_W2:.4f}]; the output "
+            f"mixes the new values: {_W1:.4f}·[3, 0] + {_W2:.4f}·[0, -2] ≈ [{3 * _W1:.4f}, {-2 * _W2:.4f}]."
+        ),
+        hints=("Which of q, k and v enter the scores? The values enter only the final weighted sum.",),
         wrong_answers=(
-            WrongAnswer(_OUTPUT, "The values decide what the query receives: doubling them doubles the output."),
-            WrongAnswer([4.0, 0.0], "That is the best-matching (doubled) value. " + _NOT_BEST_MATCH),
+            WrongAnswer(_OUTPUT, "That is the worked example's output: the values decide what the query receives."),
+            WrongAnswer([3.0, 0.0], "That is the best-matching key's value. " + _NOT_BEST_MATCH),
+            WrongAnswer([1.5, -1.0], "That is the plain average of the values; the weights are not equal here."),
+            WrongAnswer([_W1, _W2], "Those are the weights. The question asks for the output, Σ wᵢ vᵢ."),
+            WrongAnswer(
+                [3 * _W1, 2 * _W2],
+                "Mind the sign: v2 = [0, -2], so the second coordinate is negative. A convex mix of "
+                "values can point anywhere the values do.",
+            ),
         ),
     ),
     ValueExercise(
@@ -218,8 +229,9 @@ CHAPTER_1 = (
             ),
             WrongAnswer(
                 [_WIDE_D_K * _COORD_VAR, 1 / math.sqrt(_WIDE_D_K * _COORD_VAR)],
-                "You counted the variance 4 once. A product of two independent factors of variance 4 has "
-                "variance 4 · 4 = 16.",
+                "You counted the variance 4 once (or multiplied the standard deviations, 2 · 2). Variances "
+                "multiply: a product of two independent zero-mean factors of variance 4 has variance "
+                "4 · 4 = 16.",
             ),
             WrongAnswer(
                 [_WIDE_VAR, 1 / math.sqrt(_WIDE_D_K)],
@@ -230,6 +242,10 @@ CHAPTER_1 = (
                 [_WIDE_VAR, 1 / _WIDE_VAR],
                 "Multiplying by c multiplies the variance by c²: dividing by the variance itself overshoots. "
                 "Divide by the standard deviation, √1024 = 32.",
+            ),
+            WrongAnswer(
+                [_WIDE_VAR, math.sqrt(_WIDE_VAR)],
+                "32 is what the scores must be divided by. The question asks for the factor to multiply them by: 1/32.",
             ),
             WrongAnswer(
                 [math.sqrt(_WIDE_VAR), _WIDE_SCALE],

@@ -133,11 +133,14 @@ def plot_self_attention(read: AttentionRead) -> Figure:
         top = max(score, 0.0) if allowed else 0.0
         ax_scores.annotate("-∞ (masked)" if not allowed else f"{score:.3f}", (j, top), ha="center", va="bottom")
     ax_scores.axhline(0, color="black", linewidth=0.6)
+    ax_scores.margins(y=0.15)  # room above the tallest bar for its label
     ax_scores.set(title=f"scores (dot × {read.scale:.3f})", ylabel="score")
 
+    # As many decimals as describe() prints, so that weights and output agree on the page.
+    digits = decimals_needed(read.weights, read.output)
     ax_weights.bar(labels, read.weights.tolist(), color="tab:orange")
     for j, weight in enumerate(read.weights.tolist()):
-        ax_weights.annotate(f"{weight:.4f}", (j, weight), ha="center", va="bottom")
+        ax_weights.annotate(f"{weight:.{digits}f}", (j, weight), ha="center", va="bottom")
     ax_weights.set(title="weights (softmax)", ylabel="weight", ylim=(0, 1.15))
 
     for j, value in enumerate(read.values.tolist()):
@@ -148,7 +151,7 @@ def plot_self_attention(read: AttentionRead) -> Figure:
     output = read.output.tolist()
     ax_values.annotate("", xy=output, xytext=(0, 0), arrowprops={"arrowstyle": "->", "color": "tab:red", "lw": 2})
     ax_values.annotate(
-        f"output [{output[0]:.3f}, {output[1]:.3f}]",
+        f"output [{output[0]:.{digits}f}, {output[1]:.{digits}f}]",
         output,
         textcoords="offset points",
         xytext=(6, -12),
