@@ -2,7 +2,7 @@
 
 Fertility is how many tokens a text costs per unit of text. Words are no fair unit across
 writing systems (Chinese and Japanese do not separate words with spaces), so we count per
-character and per UTF-8 byte.
+character and per UTF-8 byte, and per word only where spaces mark words.
 
 ``SAMPLE_TEXTS`` holds one short paragraph, written for this book, in several languages
 and scripts, saying the same thing in each; and a few lines of Python. Because the meaning
@@ -77,11 +77,42 @@ SAMPLE_TEXTS = {
 NFKC_SAMPLE = "ﬁne ﬂour, Ｆｕｌｌ ｗｉｄｔｈ, x² + y², Acme™ ① ｶﾀｶﾅ"
 
 
+# Slices for evaluating a multilingual model (say, a moderation classifier): by language
+# and script, and the two that language-level slices hide, code-mixing (two languages in
+# one message) and transliteration (a language written in another script, here Latin).
+# Written for this book; each says roughly "check the result of the tokenizer before the
+# meeting".
+SLICE_TEXTS = {
+    "English (Latin)": "Please check what the tokenizer did before the meeting tomorrow.",
+    "Hindi (Devanagari)": "कृपया कल की बैठक से पहले देख लें कि टोकनाइज़र ने क्या किया।",
+    "Hindi, transliterated (Latin)": "Kripya kal ki baithak se pehle dekh lein ki tokenizer ne kya kiya.",
+    "Hindi-English code-mixed": "Kal meeting se pehle please check kar lena ki tokenizer ne kya kiya.",
+    "Russian (Cyrillic)": "Пожалуйста, проверьте, что сделал токенизатор, до завтрашней встречи.",
+    "Russian, transliterated (Latin)": "Pozhaluysta, prover'te, chto sdelal tokenizator, do zavtrashney vstrechi.",
+    "Arabic (Arabic)": "من فضلك تحقق مما فعله المرمّز قبل اجتماع الغد.",
+    "Arabic, transliterated (Arabizi)": "min fadlak ta7a2a2 mimma fa3alahu el tokenizer 2abl ejtima3 el ghad.",
+    "Chinese (Han)": "请在明天开会之前检查一下分词器做了什么。",
+    "Python code": "if tokenizer.encode(text) != expected:\n    raise ValueError(text)\n",
+}
+
+UNSPACED = ("Chinese", "Japanese")  # names of sample texts whose script does not space words
+
+
+def count_words(text: str) -> int:
+    """Words as runs of non-space characters: a fair unit only where spaces mark words."""
+    return len(text.split())
+
+
 @dataclass(frozen=True)
 class Fertility:
     tokens: int
     chars: int
     utf8_bytes: int
+    words: int | None = None  # None where words are not marked by spaces
+
+    @property
+    def tokens_per_word(self) -> float | None:
+        return None if not self.words else self.tokens / self.words
 
     @property
     def tokens_per_char(self) -> float:
@@ -92,9 +123,45 @@ class Fertility:
         return self.tokens / self.utf8_bytes if self.utf8_bytes else 0.0
 
 
-def fertility(tokenizer: Tokenizer, text: str) -> Fertility:
-    """Tokens the text costs, against its characters and UTF-8 bytes."""
-    return Fertility(len(tokenizer.encode(text)), len(text), len(text.encode("utf-8")))
+def fertility(tokenizer: Tokenizer, text: str, spaced: bool = True) -> Fertility:
+    """Tokens the text costs, against its characters, UTF-8 bytes and (if ``spaced``) words."""
+    return Fertility(
+        len(tokenizer.encode(text)), len(text), len(text.encode("utf-8")), count_words(text) if spaced else None
+    )
+
+
+def fertility_rows(tokenizers: dict[str, Tokenizer], texts: dict[str, str] = SAMPLE_TEXTS) -> list[dict]:
+    """One row per (text, tokenizer): tokens and tokens per character, byte and word
+    (None for scripts that do not space their words)."""
+    rows = []
+    for name, text in texts.items():
+        spaced = not any(script in name for script in UNSPACED + ("Han",))
+        for tokenizer_name, tokenizer in tokenizers.items():
+            f = fertility(tokenizer, text, spaced)
+            rows.append(
+                {
+                    "text": name,
+                    "tokenizer": tokenizer_name,
+                    "tokens": f.tokens,
+                    "per_char": f.tokens_per_char,
+                    "per_byte": f.tokens_per_byte,
+                    "per_word": f.tokens_per_word,
+                }
+            )
+    return rows
+
+
+def format_rows(rows: list[dict], unit: str = "per_char") -> str:
+    """A table: one line per text, one column per tokenizer, ``unit`` in each cell."""
+    tokenizers = list(dict.fromkeys(row["tokenizer"] for row in rows))
+    texts = list(dict.fromkeys(row["text"] for row in rows))
+    cell = {(row["text"], row["tokenizer"]): row[unit] for row in rows}
+    width = max(len(t) for t in texts) + 1
+    lines = [f"{'':{width}}" + "".join(f"{name:>14}" for name in tokenizers)]
+    for text in texts:
+        values = [cell[text, name] for name in tokenizers]
+        lines.append(f"{text:{width}}" + "".join(f"{'—':>14}" if v is None else f"{v:14.2f}" for v in values))
+    return "\n".join(lines)
 
 
 def fertility_table(tokenizer: Tokenizer, texts: dict[str, str] = SAMPLE_TEXTS) -> str:

@@ -11,31 +11,35 @@ add up to the most (Viterbi). Training starts from many frequent substrings and 
     3. prune: drop the pieces whose removal costs the least likelihood, keep ``shrink`` of
        them, and repeat from 2 until the vocabulary has the size asked for.
 
-Single characters of the training text are kept while they fit. A character with no piece
-is spelled as its UTF-8 bytes with the byte-fallback tokens ``<0x00>``..``<0xFF>`` (ids
-0..255), so every string round-trips, as with byte-level BPE.
+Characters covering ``character_coverage`` of the training text (99.95% by default, as in
+SentencePiece) are pieces of their own and never pruned. A character with no piece is
+spelled as its UTF-8 bytes with the byte-fallback tokens ``<0x00>``..``<0xFF>`` (ids
+0..255), so every string round-trips, as with byte-level BPE, and rare characters leave
+room for longer pieces.
+
+Training runs forward-backward and Viterbi over all chunks at once (``lib.lattice``: flat
+numpy arrays, one step per character offset); ``segment`` and ``expected_counts_plain``
+are the plain per-chunk twins the tests hold them equal to. Chunks longer than
+``_TRAIN_WINDOW`` characters are cut into windows for training, so a one-line megabyte
+trains in time linear in its length.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections import defaultdict
+from bisect import bisect_left
+from collections import Counter, defaultdict
 from collections.abc import Iterable
+from itertools import accumulate
 
 from tqdm.auto import tqdm
 
-from lib.tokenizer import GPT4_SPLIT_PATTERN, Tokenizer, utf8
+from lib.lattice import Lattice
+from lib.tokenizer import GPT4_SPLIT_PATTERN, Tokenizer, _field, check_text, check_vocab_size, utf8
 
 _BYTE_PENALTY = 10.0  # a byte-fallback token scores this much below the rarest piece
-
-
-def _logaddexp(a: float, b: float) -> float:
-    if a == -math.inf:
-        return b
-    if b == -math.inf:
-        return a
-    high, low = max(a, b), min(a, b)
-    return high + math.log1p(math.exp(low - high))
+_TRAIN_WINDOW = 256  # training cuts longer chunks into windows of this many characters
 
 
 class UnigramTokenizer(Tokenizer):
@@ -78,6 +82,16 @@ class UnigramTokenizer(Tokenizer):
             end = back[end]
         return pieces[::-1]
 
+    def lattice(self, chunk: str) -> list[tuple[int, int, str, float]]:
+        """Every (start, end, piece, score) of the vocabulary that fits in ``chunk``: the
+        arcs among which ``segment`` picks its best path (for drawing the lattice)."""
+        return [
+            (start, end, chunk[start:end], self.scores[chunk[start:end]])
+            for end in range(1, len(chunk) + 1)
+            for start in range(max(0, end - self.max_piece_len), end)
+            if chunk[start:end] in self.scores
+        ]
+
     def token_name(self, token_id: int) -> str:
         """The piece, or <0xNN> for a byte-fallback token (SentencePiece's spelling)."""
         if 0 <= token_id < 256:
@@ -104,45 +118,87 @@ class UnigramTokenizer(Tokenizer):
         normalization: str | None = None,
         verbose: bool = False,
         max_piece_len: int = 12,
-        seed_size: int = 20_000,
+        seed_size: int | None = None,
         shrink: float = 0.75,
         em_iterations: int = 2,
+        character_coverage: float = 0.9995,
     ) -> None:
+        """Learn ``vocab_size - 256 - len(special_tokens)`` pieces.
+
+        ``seed_size``: how many substrings training starts from (default: 4 per piece, at
+        least 5,000). ``character_coverage``: the share of the text's characters (counted with repeats)
+        that must be pieces of their own, as in SentencePiece; the rarest characters beyond
+        it get no piece and are spelled in bytes, which leaves room for longer pieces.
+        """
+        check_text(text)
+        check_vocab_size(vocab_size)
+        for name, value, low, high in (
+            ("character_coverage", character_coverage, 0.0, 1.0),
+            ("shrink", shrink, 0.0, 1.0),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not low < value <= high:
+                raise ValueError(f"{name} must be a number in ({low}, {high}], got {value!r}")
+        for name, value in (
+            ("max_piece_len", max_piece_len),
+            ("em_iterations", em_iterations),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
         special_tokens = list(special_tokens or ())
         n_pieces = vocab_size - 256 - len(special_tokens)
+        if seed_size is None:
+            seed_size = max(5_000, 4 * n_pieces)  # seeds to prune from; more costs time and gains little
+        if isinstance(seed_size, bool) or not isinstance(seed_size, int) or seed_size < 1:
+            raise ValueError(f"seed_size must be a positive int, got {seed_size!r}")
         if n_pieces < 1:
             raise ValueError(f"vocab_size must exceed 256 + {len(special_tokens)} special tokens, got {vocab_size}")
         self.__init__()  # forget any earlier training
         self.pattern, self.normalization, self.max_piece_len = pattern, normalization, max_piece_len
         chunks = self.training_chunks(text, special_tokens)
+        # A chunk of a megabyte (a line with no spaces, pattern=None) would make every step
+        # of training walk one giant lattice; windows keep the work linear in the text and
+        # let repeated windows be counted once. SentencePiece skips such lines altogether.
+        for chunk in [chunk for chunk in chunks if len(chunk) > _TRAIN_WINDOW]:
+            freq = chunks.pop(chunk)
+            for start in range(0, len(chunk), _TRAIN_WINDOW):
+                chunks[chunk[start : start + _TRAIN_WINDOW]] += freq
 
         # 1. Seed: characters (as many as fit, most frequent first) and frequent substrings.
-        char_counts: dict[str, int] = defaultdict(int)
-        substring_counts: dict[str, int] = defaultdict(int)
+        counts: Counter[str] = Counter()  # every substring of up to max_piece_len characters
+        once = [chunk for chunk, freq in chunks.items() if freq == 1]  # windows, rare words: count in C
+        for length in range(1, max_piece_len + 1):
+            counts.update(chunk[start : start + length] for chunk in once for start in range(len(chunk) - length + 1))
         for chunk, freq in chunks.items():
-            for start in range(len(chunk)):
-                char_counts[chunk[start]] += freq
-                for end in range(start + 2, min(len(chunk), start + max_piece_len) + 1):
-                    substring_counts[chunk[start:end]] += freq
-        chars = sorted(char_counts, key=lambda c: (-char_counts[c], c))[:n_pieces]
-        frequent = [s for s in substring_counts if substring_counts[s] >= 2]
-        frequent.sort(key=lambda s: (-substring_counts[s] * len(s), s))  # SentencePiece scores seeds by freq × length
+            if freq > 1:
+                for start in range(len(chunk)):
+                    for end in range(start + 1, min(len(chunk), start + max_piece_len) + 1):
+                        counts[chunk[start:end]] += freq
+        char_counts = {piece: count for piece, count in counts.items() if len(piece) == 1}
+        chars = sorted(char_counts, key=lambda c: (-char_counts[c], c))
+        # the most frequent characters that together make up ``character_coverage`` of the text
+        cumulative = list(accumulate(char_counts[char] for char in chars))
+        n_chars = bisect_left(cumulative, character_coverage * cumulative[-1]) + 1 if chars else 0
+        chars = chars[: min(n_chars, n_pieces)]
+        frequent = [s for s, count in counts.items() if count >= 2 and len(s) > 1]
+        # SentencePiece scores seeds by frequency × length; ties go to the smaller string
+        frequent = heapq.nsmallest(max(0, seed_size - len(chars)), frequent, key=lambda s: (-counts[s] * len(s), s))
         seeds = {c: float(char_counts[c]) for c in chars}
-        seeds.update({s: float(substring_counts[s]) for s in frequent[: max(0, seed_size - len(chars))]})
+        seeds.update({s: float(counts[s]) for s in frequent})
         total = sum(seeds.values())
         scores = {piece: math.log(count / total) for piece, count in seeds.items()}
         required = set(chars)
 
         # 2-3. EM, then prune, until the vocabulary fits.
+        lattice = Lattice(chunks, scores, max_piece_len)
         with tqdm(desc="unigram pieces", disable=not verbose) as progress:
             while True:
                 for _ in range(em_iterations):
-                    scores = self._em_step(chunks, scores, required)
+                    scores = self._em_step(chunks, scores, required, lattice)
                 progress.set_postfix(pieces=len(scores))
                 progress.update()
                 if len(scores) <= n_pieces:
                     break
-                scores = self._prune(chunks, scores, required, max(n_pieces, int(len(scores) * shrink)))
+                scores = self._prune(lattice, scores, required, max(n_pieces, int(len(scores) * shrink)))
 
         self.scores, self._byte_score = scores, self.byte_score(scores)
         ordered = sorted(scores, key=lambda piece: (-scores[piece], piece))
@@ -151,36 +207,18 @@ class UnigramTokenizer(Tokenizer):
             self.vocab[256 + index] = utf8(piece)
         self._register_special_tokens(special_tokens)
 
-    def _em_step(self, chunks: dict[str, int], scores: dict[str, float], required: set[str]) -> dict[str, float]:
+    def _em_step(
+        self, chunks: dict[str, int], scores: dict[str, float], required: set[str], lattice: Lattice | None = None
+    ) -> dict[str, float]:
         """One E-step (expected piece counts by forward-backward) and M-step (renormalize)."""
-        expected: dict[str, float] = defaultdict(float)
-        for chunk, freq in chunks.items():
-            n = len(chunk)
-            edges = [  # (start, end, piece, score) for every piece that fits somewhere in the chunk
-                (start, end, chunk[start:end], scores[chunk[start:end]])
-                for end in range(1, n + 1)
-                for start in range(max(0, end - self.max_piece_len), end)
-                if chunk[start:end] in scores
-            ]
-            forward = [0.0] + [-math.inf] * n  # log-sum over all splits of chunk[:i]
-            for start, end, _, score in edges:  # edges are sorted by end: forward[start] is final
-                forward[end] = _logaddexp(forward[end], forward[start] + score)
-            backward = [-math.inf] * n + [0.0]  # log-sum over all splits of chunk[i:]
-            for start, end, _, score in reversed(edges):
-                backward[start] = _logaddexp(backward[start], score + backward[end])
-            if forward[n] == -math.inf:
-                continue  # a character without a piece: byte fallback, no piece is used
-            for start, end, piece, score in edges:
-                posterior = math.exp(forward[start] + score + backward[end] - forward[n])
-                expected[piece] += freq * posterior
+        lattice = Lattice(chunks, scores, self.max_piece_len) if lattice is None else lattice
+        expected: dict[str, float] = defaultdict(float, lattice.expected_counts(scores))
         for char in required:  # keep characters alive even when longer pieces cover them
             expected[char] = max(expected[char], 0.5)
         total = sum(expected.values())
         return {piece: math.log(count / total) for piece, count in expected.items() if count > 1e-3}
 
-    def _prune(
-        self, chunks: dict[str, int], scores: dict[str, float], required: set[str], keep: int
-    ) -> dict[str, float]:
+    def _prune(self, lattice: Lattice, scores: dict[str, float], required: set[str], keep: int) -> dict[str, float]:
         """Keep the ``keep`` pieces whose removal would cost the most log-likelihood.
 
         The cost of removing piece p (as in SentencePiece): every Viterbi use of p must be
@@ -188,10 +226,7 @@ class UnigramTokenizer(Tokenizer):
         uses(p) × (score(p) - score(best split of p without p)).
         """
         byte_score = self.byte_score(scores)
-        uses: dict[str, int] = defaultdict(int)
-        for chunk, freq in chunks.items():
-            for piece in self.segment(chunk, scores, byte_score):
-                uses[piece] += freq
+        uses: dict[str, float] = defaultdict(float, lattice.viterbi_uses(scores, byte_score))
         cost: dict[str, float] = {}
         for piece, score in list(scores.items()):
             if piece in required:
@@ -206,6 +241,7 @@ class UnigramTokenizer(Tokenizer):
             cost[piece] = uses[piece] * (score - alternative)
         removable = sorted(cost, key=lambda p: (-cost[p], p))
         kept = set(required) | set(removable[: max(0, keep - len(required))])
+        lattice.keep(kept)
         return {piece: scores[piece] for piece in kept}
 
     # --- save / load ---
@@ -213,10 +249,24 @@ class UnigramTokenizer(Tokenizer):
         ordered = sorted(self.piece_ids, key=self.piece_ids.get)
         return {"max_piece_len": self.max_piece_len, "pieces": [[piece, self.scores[piece]] for piece in ordered]}
 
-    def _set_state(self, state: dict) -> None:
-        self.max_piece_len = state["max_piece_len"]
-        for index, (piece, score) in enumerate(state["pieces"]):
-            self.scores[piece] = score
+    def _set_state(self, state: dict, path) -> None:
+        max_piece_len = _field(state, "max_piece_len", int, path)
+        if max_piece_len < 1:
+            raise ValueError(f"{path}: field 'max_piece_len' must be at least 1, got {max_piece_len}")
+        self.max_piece_len = max_piece_len
+        for index, entry in enumerate(_field(state, "pieces", list, path)):
+            if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str) and entry[0]):
+                raise ValueError(f"{path}: field 'pieces' entry {index} is {entry!r}; it must be [piece, score]")
+            piece, score = entry
+            if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
+                raise ValueError(
+                    f"{path}: field 'pieces' entry {index} ({piece!r}) has score {score!r}, not a finite number"
+                )
+            if piece in self.scores:
+                raise ValueError(f"{path}: field 'pieces' holds the piece {piece!r} twice")
+            if len(piece) > max_piece_len:
+                raise ValueError(f"{path}: field 'pieces' entry {index} ({piece!r}) is longer than max_piece_len")
+            self.scores[piece] = float(score)
             self.piece_ids[piece] = 256 + index
             self.vocab[256 + index] = utf8(piece)
         self._byte_score = self.byte_score(self.scores)

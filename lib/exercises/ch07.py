@@ -1,0 +1,241 @@
+"""Chapter 7's check-yourself exercises: tokenizers.
+
+Every expected value is computed here with the chapter's own code (lib.tokenizer,
+lib.unigram) or the standard library, so the numbers cannot drift from the code the
+chapter teaches. Each known mistake gets its own answer and its own feedback.
+"""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+from itertools import pairwise
+
+from lib.bpe_merge import bpe_merge_simple
+from lib.exercises.base import ValueExercise, WrongAnswer
+from lib.tokenizer import pair_counts
+
+# --- 7.next-merge: chunks with counts, as a pre-split would give them -----------------
+CHUNK_COUNTS = {"hug": 4, "pug": 3, "pun": 12, "bun": 5, "hugs": 2}
+
+
+def next_merge(chunk_counts: dict[str, int]) -> list[int]:
+    """The first merge BPE learns from these chunks, as the two byte values: the highest
+    count weighted by chunk frequency, then the smallest pair (the rule of lib.tokenizer)."""
+    counts: dict[tuple[int, int], int] = {}
+    for chunk, count in chunk_counts.items():
+        pair_counts(list(chunk.encode()), counts, weight=count)
+    return list(max(counts, key=lambda p: (counts[p], -p[0], -p[1])))
+
+
+def _unweighted_merge(chunk_counts: dict[str, int]) -> list[int]:
+    return next_merge(dict.fromkeys(chunk_counts, 1))
+
+
+# --- 7.encode-word: merges in the order learned ---------------------------------------
+MERGES = [("w", "e"), ("l", "o"), ("e", "r"), ("o", "w"), ("lo", "w"), ("we", "r")]  # ids 256, 257, ...
+WORD = "lower"
+
+
+def _merge_table() -> tuple[dict[tuple[int, int], int], dict[str, int]]:
+    ids = {chr(b): b for b in range(128)}
+    table = {}
+    for new_id, (a, b) in enumerate(MERGES, start=256):
+        table[(ids[a], ids[b])] = new_id
+        ids[a + b] = new_id
+    return table, ids
+
+
+def encode_word(word: str) -> list[int]:
+    table, _ = _merge_table()
+    return bpe_merge_simple(list(word.encode()), table)
+
+
+def _leftmost_first(word: str) -> list[int]:
+    """The mistake: merge the leftmost pair that has any merge, ignoring the order learned."""
+    table, _ = _merge_table()
+    ids = list(word.encode())
+    while True:
+        for i, pair in enumerate(pairwise(ids)):
+            if pair in table:
+                ids[i : i + 2] = [table[pair]]
+                break
+        else:
+            return ids
+
+
+# --- 7.viterbi: a small unigram lattice -------------------------------------------------
+LATTICE_SCORES = {
+    "a": -3.0,
+    "b": -3.0,
+    "c": -3.0,
+    "d": -3.0,
+    "ab": -4.0,
+    "bc": -2.5,
+    "cd": -4.0,
+    "abc": -6.0,
+    "bcd": -5.5,
+}
+LATTICE_WORD = "abcd"
+
+
+def _splits(text: str):
+    if not text:
+        yield []
+        return
+    for cut in range(1, len(text) + 1):
+        if text[:cut] in LATTICE_SCORES:
+            for rest in _splits(text[cut:]):
+                yield [text[:cut], *rest]
+
+
+def _score(split: list[str]) -> float:
+    return sum(LATTICE_SCORES[piece] for piece in split)
+
+
+_ALL_SPLITS = list(_splits(LATTICE_WORD))
+_BEST = max(_score(s) for s in _ALL_SPLITS)
+_FORWARD = math.log(sum(math.exp(_score(s)) for s in _ALL_SPLITS))
+
+# --- 7.utf8-bytes -------------------------------------------------------------------------
+CHAR = "\U0001f642"  # 🙂 SLIGHTLY SMILING FACE
+
+# --- 7.nfkc ----------------------------------------------------------------------------------
+NFKC_CANDIDATES = ["cafe\u0301", "㎏", "½", "Straße", "naïve", "\u212b"]  # decomposed é, kg sign, ½, ß, ï, Å sign
+
+
+def survives(form: str) -> list[int]:
+    return [int(unicodedata.normalize(form, s) == s) for s in NFKC_CANDIDATES]
+
+
+# --- 7.embedding-params ---------------------------------------------------------------------
+D_MODEL, V_SMALL, V_LARGE = 1024, 32_000, 128_000
+
+EXERCISES = (
+    ValueExercise(
+        id="7.next-merge",
+        question=(
+            "A pre-split gave these chunks, with how often each occurs: hug ×4, pug ×3, pun ×12, bun ×5, "
+            "hugs ×2. Which pair does BPE merge first? Answer with the two characters' byte values, "
+            "e.g. [ord('h'), ord('u')]."
+        ),
+        expected=next_merge(CHUNK_COUNTS),
+        explanation="Pair counts weighted by chunk counts: un 17 (pun 12 + bun 5), pu 15, ug 9, hu 6, bu 5, gs 2.",
+        hints=("Count every adjacent pair inside each chunk, times how often the chunk occurs.",),
+        wrong_answers=(
+            WrongAnswer(
+                _unweighted_merge(CHUNK_COUNTS),
+                "You counted each distinct chunk once. A chunk that occurs 12 times adds 12 to each of its pairs.",
+            ),
+            WrongAnswer(
+                [ord("p"), ord("u")],
+                "(p, u) occurs 15 times, but (u, n) occurs in both pun and bun: 17 times.",
+            ),
+        ),
+    ),
+    ValueExercise(
+        id="7.encode-word",
+        question=(
+            "Merges learned in this order: (w, e) → 256, (l, o) → 257, (e, r) → 258, (o, w) → 259, "
+            "(lo, w) → 260, (we, r) → 261. What ids does BPE give the word 'lower'?"
+        ),
+        expected=encode_word(WORD),
+        explanation=(
+            "Merges apply in the order they were learned: (w, e) first gives l o we r; then (l, o) gives "
+            "lo we r; then (we, r) gives lo wer: [257, 261]. (lo, w) never applies: w was taken by we."
+        ),
+        hints=("At each step, merge the adjacent pair whose merge was learned earliest (the lowest id).",),
+        wrong_answers=(
+            WrongAnswer(
+                _leftmost_first(WORD),
+                "You merged from left to right (or took the longest token that fits). BPE replays merges "
+                "in the order learned, whatever their place in the word: (w, e) comes first here.",
+            ),
+        ),
+    ),
+    ValueExercise(
+        id="7.viterbi",
+        question=(
+            "A unigram vocabulary has these log-probabilities: a, b, c, d −3 each; ab −4; bc −2.5; cd −4; "
+            "abc −6; bcd −5.5. What is the total log-probability of the best segmentation of 'abcd'?"
+        ),
+        expected=_BEST,
+        explanation="ab + cd = −8 beats a + bc + d = −8.5, a + bcd = −8.5 and abc + d = −9.",
+        hints=("Write down every segmentation into pieces of the vocabulary and add their scores.",),
+        atol=0.01,
+        wrong_answers=(
+            WrongAnswer(-9.0, "That is greedy longest match (abc + d). Viterbi compares whole paths."),
+            WrongAnswer(
+                -8.5,
+                "That is greedy by score (the best piece at each step: a, then bc, then d). "
+                "Viterbi compares whole paths: ab + cd is better.",
+            ),
+            WrongAnswer(
+                _FORWARD,
+                "That sums the probabilities of all segmentations (the forward pass, used "
+                "in training). Viterbi takes the best one: a max, not a sum.",
+            ),
+            WrongAnswer(-12.0, "That is one piece per character. Longer pieces can score better."),
+        ),
+    ),
+    ValueExercise(
+        id="7.utf8-bytes",
+        question=f"What are the UTF-8 bytes of {CHAR} (U+1F642), as a list of integers?",
+        expected=list(CHAR.encode("utf-8")),
+        explanation="Above U+FFFF UTF-8 uses four bytes: 11110xxx 10xxxxxx 10xxxxxx 10xxxxxx = F0 9F 99 82.",
+        hints=("Code points from U+10000 take four bytes in UTF-8; the first starts 11110.",),
+        wrong_answers=(
+            WrongAnswer(list(CHAR.encode("utf-16-be")), "Those are UTF-16 bytes (a surrogate pair), not UTF-8."),
+            WrongAnswer(list(CHAR.encode("utf-16-le")), "Those are UTF-16 little-endian bytes, not UTF-8."),
+        ),
+    ),
+    ValueExercise(
+        id="7.nfkc",
+        question=(
+            "For each string, answer 1 if NFKC leaves it unchanged, 0 if it changes it: 'cafe' + U+0301 "
+            "(combining acute), '㎏' (U+338F SQUARE KG), '½', 'Straße', 'naïve' (precomposed ï), U+212B "
+            "(ANGSTROM SIGN)."
+        ),
+        expected=survives("NFKC"),
+        explanation=(
+            "NFKC composes e + U+0301 into é, spells ㎏ as kg and ½ as 1⁄2, and turns the Ångström sign "
+            "into Å (U+00C5). It does not case-fold, so ß stays; precomposed ï is already normal."
+        ),
+        hints=("Try unicodedata.normalize('NFKC', s) == s on each.",),
+        wrong_answers=(
+            WrongAnswer(
+                [1, 0, 0, 1, 1, 1],
+                "Judged by eye: e + combining accent and the Ångström sign look like é and Å, but they are "
+                "other code points, and NFKC rewrites them. Byte-level reversibility is about code points.",
+            ),
+            WrongAnswer([0, 0, 0, 0, 1, 0], "NFKC does not case-fold: ß stays ß (casefold() is another step)."),
+            WrongAnswer(
+                survives("NFC"),
+                "That is NFC. The K (compatibility) in NFKC also rewrites compatibility characters such as ㎏ and ½.",
+            ),
+        ),
+    ),
+    ValueExercise(
+        id="7.embedding-params",
+        question=(
+            f"A model with d_model = {D_MODEL} and untied input embedding and output layer grows its "
+            f"vocabulary from {V_SMALL:,} to {V_LARGE:,} tokens. How many parameters does that add, in millions?"
+        ),
+        expected=2 * (V_LARGE - V_SMALL) * D_MODEL / 1e6,
+        explanation=(
+            f"Each of the two V × d matrices grows by {V_LARGE - V_SMALL:,} × {D_MODEL}: "
+            f"2 × {V_LARGE - V_SMALL:,} × {D_MODEL} ≈ {2 * (V_LARGE - V_SMALL) * D_MODEL / 1e6:.1f} M."
+        ),
+        hints=("The embedding is V × d_model, and so is the output layer when it is not tied.",),
+        atol=0.05,
+        wrong_answers=(
+            WrongAnswer(
+                (V_LARGE - V_SMALL) * D_MODEL / 1e6, "That counts one matrix; untied, the output layer grows too."
+            ),
+            WrongAnswer(2 * V_LARGE * D_MODEL / 1e6, "That is the total for the large vocabulary, not what it adds."),
+            WrongAnswer(
+                V_LARGE * D_MODEL / 1e6, "That is one matrix of the large vocabulary, not what the change adds."
+            ),
+        ),
+    ),
+)
