@@ -1,15 +1,14 @@
-"""lib.vit against nn.Conv2d, a slicing loop, hand-counted patch numbers, and a held-out split."""
+"""lib.vit against nn.Conv2d, a slicing loop, hand-counted patch numbers, and the digits benchmark."""
 
 import pytest
 import torch
 import torch.nn as nn
 
 from lib.blocks import Block
+from lib.digits import SmallCNN
 from lib.vit import (
     PatchEmbed,
-    SmallCNN,
     ViT,
-    load_digits_split,
     patch_cost,
     patch_grid,
     patchify,
@@ -193,17 +192,6 @@ def test_class_token_attention_equals_torch_weights():
     normed = block.norm1(x)
     _, weights = heads(normed[:, :1], normed, normed, average_attn_weights=False)  # (B, h, 1, T)
     torch.testing.assert_close(maps[:, 0], weights[:, :, 0], atol=1e-6, rtol=1e-5)
-
-
-def test_digits_split_is_stratified_held_out_and_local():
-    split = load_digits_split()
-    assert split.train_images.shape == (1437, 1, 8, 8) and split.test_images.shape == (360, 1, 8, 8)
-    assert split.train_images.min() == -1.0 and split.train_images.max() == 1.0
-    counts = torch.bincount(split.test_labels, minlength=10)
-    assert counts.min() >= 35 and counts.max() <= 37  # every digit about a tenth of the held-out set
-    train_rows = {tuple(row.tolist()) for row in split.train_images.flatten(1)}
-    overlap = sum(tuple(row.tolist()) in train_rows for row in split.test_images.flatten(1))
-    assert overlap == 0  # no held-out image also appears among the training images
 
 
 def test_small_cnn_is_about_the_size_of_the_vit():

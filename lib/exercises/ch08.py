@@ -105,7 +105,9 @@ CHAPTER_8 = (
             WrongAnswer(_SIDE, "24 is the count along one side; the image has 24 × 24 patches."),
             WrongAnswer(_SIDE + 1, "24 is one side of the grid; square it before adding the class token."),
             WrongAnswer(
-                _TOKENS + 1, "Positions are added to the tokens, not appended as tokens: one class token only."
+                _TOKENS + 1,
+                "One token too many: the class token is the only token added to the 576 patches. "
+                "Positions are added to the tokens' vectors, they are not extra tokens.",
             ),
         ),
         atol=0.5,
@@ -121,7 +123,11 @@ CHAPTER_8 = (
         hints=("First find the factor for the token count N. Attention scores every pair: N².",),
         wrong_answers=(
             WrongAnswer(4.0, "4 is the factor for the tokens. Attention compares every pair of tokens: square it."),
-            WrongAnswer(2.0, "Halving the side halves it in both directions: 4 times the patches, then 16 pairs."),
+            WrongAnswer(
+                2.0,
+                "Halving the side doubles the patches along each axis, so 2·2 = 4 times the tokens; "
+                "attention scores every pair of them: 4² = 16.",
+            ),
             WrongAnswer(1 / 16, "Smaller patches mean more tokens, not fewer: the cost grows."),
             WrongAnswer(0.25, "Smaller patches mean more tokens, not fewer: the cost grows, and quadratically."),
             WrongAnswer(8.0, "Tokens grow 4× and attention is quadratic in tokens: 4² = 16, not 4·2."),
