@@ -1,0 +1,319 @@
+"""The capstone: a tiny GPT trained on this CPU from the book's own parts (chapter 9).
+
+    tiny_stories()          a corpus the book writes itself, the same on every machine
+      -> BPETokenizer       chapter 7, trained on the training split only
+      -> token ids          split into training and held-out text before tokenizing
+      -> GPT                chapter 6's model: chapter 4's blocks, chapter 3's RoPE, GQA
+      -> train              lib.training: AdamW, warmup + cosine, clipping, seeded order
+      -> generate           with and without chapter 6's KV cache
+
+The corpus is ``lib.stories``: a small grammar whose paragraphs hold what a bigram model
+cannot predict (a name carried along a story, agreement across a relative clause,
+counting by a stated step), the same text on every machine and Python version.
+
+The baselines are scored on exactly the tokens ``lib.training.evaluate`` scores: the
+targets of the held-out windows. A unigram model predicts every token from training
+counts; a bigram model from the previous token's counts (add-k smoothed).
+
+Shape letters: V vocabulary size; ids are 1-D token streams.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+
+from lib.gpt import GPT, GPTConfig
+from lib.stories import tiny_stories
+from lib.tokenizer import BPETokenizer
+from lib.trained import cached
+from lib.training import TrainConfig, evaluate, train
+
+__all__ = [
+    "CorpusConfig",
+    "CapstoneData",
+    "prepare_data",
+    "scored_targets",
+    "unigram_loss",
+    "bigram_loss",
+    "baseline_losses",
+    "uniform_loss",
+    "CAPSTONE_MODEL",
+    "CAPSTONE_TRAINING",
+    "CapstoneResult",
+    "model_config",
+    "train_capstone",
+    "time_generation",
+    "continue_text",
+    "next_token_probabilities",
+    "PARTS",
+]
+
+
+# --- Tokenized data, split before the tokenizer sees it ---------------------------------
+@dataclass(frozen=True)
+class CorpusConfig:
+    n_paragraphs: int = 6000
+    held_out: float = 0.1  # the last paragraphs, never seen by the tokenizer nor the model
+    vocab_size: int = 512
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.held_out < 1:
+            raise ValueError(f"CorpusConfig.held_out must lie strictly between 0 and 1, got {self.held_out}")
+
+
+@dataclass
+class CapstoneData:
+    tokenizer: BPETokenizer
+    train_text: str
+    val_text: str
+    train_ids: torch.Tensor  # (n_train,) int64
+    val_ids: torch.Tensor  # (n_val,) int64
+    fingerprint: str = ""  # sha256 of the text and the merges: part of the cache key
+
+
+def prepare_data(config: CorpusConfig = CorpusConfig()) -> CapstoneData:
+    """Generate the corpus, split it by paragraph, train BPE on the training part, encode both."""
+    paragraphs = tiny_stories(config.n_paragraphs, config.seed)
+    n_val = max(1, round(config.held_out * len(paragraphs)))
+    if n_val >= len(paragraphs):
+        raise ValueError(f"held_out={config.held_out} leaves no training paragraphs of {len(paragraphs)}")
+    train_text = "\n\n".join(paragraphs[:-n_val]) + "\n\n"
+    val_text = "\n\n".join(paragraphs[-n_val:]) + "\n\n"
+    tokenizer = BPETokenizer()
+    tokenizer.train(train_text, config.vocab_size)
+    train_ids = torch.tensor(tokenizer.encode(train_text), dtype=torch.long)  # (n_train,)
+    val_ids = torch.tensor(tokenizer.encode(val_text), dtype=torch.long)  # (n_val,)
+    digest = hashlib.sha256((train_text + val_text + repr(sorted(tokenizer.merges.items()))).encode("utf-8"))
+    return CapstoneData(tokenizer, train_text, val_text, train_ids, val_ids, digest.hexdigest()[:16])
+
+
+# --- Baselines on the same held-out tokens -----------------------------------------------
+def scored_targets(n_tokens: int, context: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Positions (previous, target) of the tokens ``lib.training.evaluate`` scores.
+
+    evaluate cuts the stream into consecutive windows of ``context + 1`` tokens that
+    overlap by one, and scores tokens 1..context of each; a bigram needs the token before.
+    """
+    n_windows = (n_tokens - 1) // context
+    if n_windows < 1:
+        raise ValueError(f"a stream of {n_tokens} tokens holds no window of context={context}")
+    window_starts = torch.arange(n_windows)[:, None] * context  # (n_windows, 1)
+    targets = (window_starts + torch.arange(1, context + 1)[None, :]).flatten()  # (n_windows·context,)
+    return targets - 1, targets  # (n_windows·context,) each
+
+
+def _check_stream(name: str, ids: object, vocab_size: int) -> torch.Tensor:
+    if not isinstance(ids, torch.Tensor) or ids.ndim != 1 or ids.dtype.is_floating_point:
+        shape = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
+        raise ValueError(f"{name} must be a 1-D integer tensor of token ids, got {shape}")
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
+        raise ValueError(f"{name} holds ids outside 0..{vocab_size - 1} (vocab_size)")
+    return ids.long()
+
+
+def uniform_loss(vocab_size: int) -> float:
+    """Cross-entropy (nats) of a guess that gives every token the same probability: ln V."""
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1:
+        raise ValueError(f"vocab_size must be a positive integer, got {vocab_size!r}")
+    return math.log(vocab_size)
+
+
+def unigram_loss(train_ids: torch.Tensor, val_ids: torch.Tensor, vocab_size: int, *, context: int,
+                 add_k: float = 1.0) -> float:  # fmt: skip
+    """Held-out cross-entropy (nats) of token frequencies counted on the training stream (add-k)."""
+    train_ids = _check_stream("train_ids", train_ids, vocab_size)
+    val_ids = _check_stream("val_ids", val_ids, vocab_size)
+    counts = torch.bincount(train_ids, minlength=vocab_size).double() + add_k  # (V,)
+    log_probs = counts.log() - counts.sum().log()  # (V,)
+    _, targets = scored_targets(val_ids.numel(), context)
+    return float(-log_probs[val_ids[targets]].mean())
+
+
+def bigram_loss(train_ids: torch.Tensor, val_ids: torch.Tensor, vocab_size: int, *, context: int,
+                add_k: float = 0.01) -> float:  # fmt: skip
+    """Held-out cross-entropy (nats) of P(token | previous token), counted on the training stream.
+
+    Add-k smoothing gives unseen pairs a little mass (a pair absent from training would
+    otherwise cost infinite loss).
+    """
+    train_ids = _check_stream("train_ids", train_ids, vocab_size)
+    val_ids = _check_stream("val_ids", val_ids, vocab_size)
+    pair_index = train_ids[:-1] * vocab_size + train_ids[1:]  # (n_train - 1,)
+    counts = torch.bincount(pair_index, minlength=vocab_size * vocab_size).double()  # (V·V,)
+    counts = counts.view(vocab_size, vocab_size) + add_k  # (V, V): row = previous token
+    log_probs = counts.log() - counts.sum(dim=1, keepdim=True).log()  # (V, V)
+    previous, targets = scored_targets(val_ids.numel(), context)
+    return float(-log_probs[val_ids[previous], val_ids[targets]].mean())
+
+
+def _bigram_loss_loop(train_ids: list[int], val_ids: list[int], vocab_size: int, *, context: int,
+                      add_k: float = 0.01) -> float:  # fmt: skip
+    """The plain twin of ``bigram_loss``: dictionaries and a loop (tests compare the two)."""
+    pair_counts: dict[tuple[int, int], int] = {}
+    row_counts = [0] * vocab_size
+    for previous, token in zip(train_ids[:-1], train_ids[1:], strict=True):
+        pair_counts[(previous, token)] = pair_counts.get((previous, token), 0) + 1
+        row_counts[previous] += 1
+    total, count = 0.0, 0
+    for start in range(0, (len(val_ids) - 1) // context * context, context):
+        for position in range(start + 1, start + context + 1):
+            previous, token = val_ids[position - 1], val_ids[position]
+            probability = (pair_counts.get((previous, token), 0) + add_k) / (row_counts[previous] + add_k * vocab_size)
+            total -= math.log(probability)
+            count += 1
+    return total / count
+
+
+def baseline_losses(data: CapstoneData, context: int) -> dict[str, float]:
+    """Uniform, unigram and bigram held-out losses on the tokens the model is scored on.
+
+    The bigram's smoothing is the best of a few values *on the held-out split itself*,
+    which flatters the baseline: the model's margin over it is, if anything, understated.
+    """
+    vocab_size = len(data.tokenizer)
+    bigram = min(
+        bigram_loss(data.train_ids, data.val_ids, vocab_size, context=context, add_k=add_k)
+        for add_k in (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
+    )
+    return {
+        "uniform": uniform_loss(vocab_size),
+        "unigram": unigram_loss(data.train_ids, data.val_ids, vocab_size, context=context),
+        "bigram": bigram,
+    }
+
+
+# --- The trained run ------------------------------------------------------------------------
+# Two layers are the fewest that can copy an earlier token (an "induction head" needs one
+# layer to mark each token's predecessor and one to look it up); 1,000 steps is about when
+# that circuit has formed here. About 100 s of one CPU core.
+CAPSTONE_MODEL = dict(n_layers=2, d_model=128, n_heads=4, n_kv_heads=2, max_len=256)  # vocab from the tokenizer
+CAPSTONE_TRAINING = TrainConfig(steps=1000, batch_size=16, context=128, lr=3e-3, min_lr=3e-4, warmup_steps=30,
+                                eval_every=50, eval_batches=4, seed=0)  # fmt: skip
+
+
+@dataclass
+class CapstoneResult:
+    model: GPT
+    history: dict  # lib.training.train's, plus "val_loss_full", "train_seconds" (wall) and "train_cpu_seconds"
+    tokenizer: BPETokenizer
+    data: CapstoneData
+    model_config: GPTConfig
+    train_config: TrainConfig
+
+
+def model_config(data: CapstoneData, options: dict | None = None) -> GPTConfig:
+    """The capstone's GPTConfig: ``options`` (default ``CAPSTONE_MODEL``) with the tokenizer's vocabulary."""
+    return GPTConfig(vocab_size=len(data.tokenizer), **(options or CAPSTONE_MODEL))
+
+
+def train_capstone(
+    corpus: CorpusConfig = CorpusConfig(),
+    model_options: dict | None = None,
+    train_config: TrainConfig = CAPSTONE_TRAINING,
+    *,
+    threads: int | None = 1,
+    retrain: bool = False,
+    progress: bool = True,
+    data: CapstoneData | None = None,
+    cache_dir=None,
+) -> CapstoneResult:
+    """Tokenize the corpus, then train the GPT once per configuration and load it afterwards.
+
+    The weights and history are cached by ``lib.trained.cached`` under ``.cache/trained/``,
+    keyed by the corpus, tokenizer, model and training settings (and a hash of the text and
+    merges, so editing the grammar retrains). ``retrain=True`` or deleting the folder
+    trains from scratch. ``threads`` sets torch's CPU threads for the training only (one
+    is fastest on a loaded two-core machine; ``None`` leaves torch's choice).
+    """
+    data = data or prepare_data(corpus)
+    config = model_config(data, model_options)
+    key = {"corpus": asdict(corpus), "data": data.fingerprint, "model": asdict(config),
+           "training": asdict(train_config)}  # fmt: skip
+
+    def run() -> dict:
+        with torch.random.fork_rng(devices=[]):  # seed the initial weights, leave the caller's RNG alone
+            torch.manual_seed(train_config.seed)
+            model = GPT(config)
+        previous_threads = torch.get_num_threads()
+        if threads is not None:
+            torch.set_num_threads(threads)
+        try:
+            start, start_cpu = time.perf_counter(), time.process_time()
+            history = train(model, data.train_ids, data.val_ids, train_config, progress=progress)
+            seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - start_cpu
+        finally:
+            torch.set_num_threads(previous_threads)
+        full = evaluate(model, data.val_ids, context=train_config.context, batch_size=train_config.batch_size)
+        return {
+            "state_dict": model.state_dict(),
+            **history,
+            "val_loss_full": full,
+            "train_seconds": seconds,
+            "train_cpu_seconds": cpu_seconds,
+        }
+
+    stored = cached("capstone-gpt", key, run, retrain=retrain, cache_dir=cache_dir)
+    with torch.random.fork_rng(devices=[]):  # the random init is overwritten: don't draw from the caller's RNG
+        model = GPT(config)
+    model.load_state_dict(stored.pop("state_dict"))
+    model.eval()
+    return CapstoneResult(model, stored, data.tokenizer, data, config, train_config)
+
+
+def time_generation(model: GPT, prompt: torch.Tensor, max_new_tokens: int, *, repeats: int = 3) -> dict:
+    """Greedy generation with and without the KV cache: the tokens of each and the best time of each."""
+    timings, outputs = {}, {}
+    for use_cache in (True, False):
+        best = math.inf
+        for _ in range(repeats):
+            start = time.perf_counter()
+            outputs[use_cache] = model.generate(prompt, max_new_tokens, use_cache=use_cache)  # (B, T + new)
+            best = min(best, time.perf_counter() - start)
+        timings[use_cache] = best
+    return {
+        "same_tokens": bool(torch.equal(outputs[True], outputs[False])),
+        "cached_s": timings[True],
+        "uncached_s": timings[False],
+        "speedup": timings[False] / timings[True],
+    }
+
+
+def continue_text(result: CapstoneResult, prompt: str, max_new_tokens: int, **sampling) -> str:
+    """The text the model writes after ``prompt`` (``sampling``: GPT.generate's keywords)."""
+    ids = torch.tensor([result.tokenizer.encode(prompt)])  # (1, T)
+    out = result.model.generate(ids, max_new_tokens, **sampling)  # (1, T + max_new_tokens)
+    return result.tokenizer.decode(out[0, ids.shape[1] :].tolist())
+
+
+@torch.no_grad()
+def next_token_probabilities(result: CapstoneResult, prompt: str, candidates: list[str]) -> dict[str, float]:
+    """P(next token = c | prompt) for each candidate text, each of which must be a single token."""
+    tokenizer = result.tokenizer
+    candidate_ids = {}
+    for text in candidates:
+        ids = tokenizer.encode(text)
+        if len(ids) != 1:
+            raise ValueError(f"candidate {text!r} is {len(ids)} tokens {ids}; it must be exactly one")
+        candidate_ids[text] = ids[0]
+    ids = torch.tensor([tokenizer.encode(prompt)])  # (1, T)
+    probs = torch.softmax(result.model(ids, last_only=True)[0, -1].float(), dim=-1)  # (V,)
+    return {text: float(probs[token]) for text, token in candidate_ids.items()}
+
+
+# --- Where each part came from ----------------------------------------------------------------
+PARTS = (
+    ("attention: softmax(q k^T / sqrt(d_k)) v", "lib.attention", 1),
+    ("multi-head and grouped-query attention", "lib.attention", 2),
+    ("RoPE on queries and keys", "lib.rope", 3),
+    ("pre-norm block: RMSNorm, SwiGLU, residuals", "lib.blocks", 4),
+    ("KV cache, bottom-right causal decoding", "lib.kv_cache, lib.gpt", 6),
+    ("byte-level BPE tokenizer", "lib.tokenizer", 7),
+    ("story corpus from a small grammar", "lib.stories", 9),
+    ("baselines, training loop, cached run", "lib.capstone, lib.training", 9),
+)

@@ -1,0 +1,164 @@
+"""Chapter 9's check-yourself exercises: the capstone GPT, its loss, its cache, its sampling.
+
+Each expected number is computed by the same lib code the chapter uses (``count_parameters``,
+``uniform_loss``, ``kv_cache_bytes``, ``sample_next``'s arithmetic), on numbers the chapter
+never prints; each wrong answer is the result of one named mistake, with sizes chosen so
+that no two mistakes give the same number.
+"""
+
+from __future__ import annotations
+
+import math
+
+from lib.capstone import uniform_loss
+from lib.exercises.base import ValueExercise, WrongAnswer
+from lib.gpt import GPTConfig, count_parameters
+from lib.kv_cache import kv_cache_bytes
+
+# 9.parameters: a model the chapter does not train.
+_CONFIG = GPTConfig(vocab_size=1000, n_layers=2, d_model=64, n_heads=8, n_kv_heads=2, hidden=160)
+_PARAMS = count_parameters(_CONFIG)  # 2·(2·64·64 + 2·64·16 + 3·64·160 + 2·64) + 1000·64 + 64 = 146_240
+_C, _KV, _F, _L, _V = 64, 2 * 8, 160, 2, 1000  # d_model, n_kv_heads·head_dim, FFN width, layers, vocabulary
+_PER_LAYER_NORMS = 2 * _C
+_PER_LAYER = 2 * _C * _C + 2 * _C * _KV + 3 * _C * _F + _PER_LAYER_NORMS  # 41_088
+_NO_GQA = _PARAMS + _L * 2 * _C * (_C - _KV)  # k and v at full width C·C
+_UNTIED = _PARAMS + _V * _C  # a separate output head
+_MLP_FFN = _PARAMS - _L * _C * _F  # two FFN matrices instead of SwiGLU's three
+_NO_EMBEDDING = _PARAMS - _V * _C  # only the blocks
+
+# 9.uniform-loss: a vocabulary of 2,048 tokens.
+_VOCAB = 2048
+
+# 9.cache-bytes: per layer, one sequence of 300 tokens, 8 query heads sharing 2 KV heads of width 32, bfloat16.
+_CACHE = dict(layers=1, batch=1, seq_len=300, kv_heads=2, head_dim=32, bytes_per_element=2)
+_CACHE_BYTES = kv_cache_bytes(**_CACHE)  # 2·1·1·300·2·32·2 = 76_800
+_QUERY_HEADS, _LAYERS = 8, 5
+
+# 9.top-k: logits [2.0, 1.0, 0.5, -1.0] at temperature 0.8.
+_LOGITS, _T = (2.0, 1.0, 0.5, -1.0), 0.8
+
+
+def _softmax(values: tuple[float, ...]) -> list[float]:
+    top = max(values)
+    exps = [math.exp(v - top) for v in values]
+    return [e / sum(exps) for e in exps]
+
+
+_SCALED = tuple(v / _T for v in _LOGITS)
+_P_FULL = _softmax(_SCALED)  # every token, temperature applied
+_P_TOP2 = _softmax(_SCALED[:2])  # the two likeliest, renormalized
+_P_TOP2_NO_T = _softmax(_LOGITS[:2])  # forgot the temperature
+_P_TOP2_TIMES_T = _softmax(tuple(v * _T for v in _LOGITS[:2]))  # multiplied by the temperature
+
+EXERCISES = (
+    ValueExercise(
+        id="9.parameters",
+        question=(
+            "How many parameters does GPT(GPTConfig(vocab_size=1000, n_layers=2, d_model=64, n_heads=8, "
+            "n_kv_heads=2, hidden=160)) have? (Defaults: SwiGLU, RMSNorm, no biases, tied embeddings.)"
+        ),
+        expected=_PARAMS,
+        explanation=(
+            "Per layer: q and out projections 64·64 each; k and v only 64·(2·8) each, since 2 KV heads of width "
+            f"64/8 = 8; SwiGLU's three matrices 3·64·160; two RMSNorm weights of 64. That is {_PER_LAYER:,} per "
+            f"layer, {_L * _PER_LAYER:,} for two, plus the 1000·64 embedding (the head reuses it) and the final norm's 64: {_PARAMS:,}."
+        ),
+        hints=(
+            "Head width = d_model / n_heads; the k and v projections are d_model × (n_kv_heads · head width).",
+            "SwiGLU has three matrices (gate, up, down); a tied head adds nothing.",
+        ),
+        wrong_answers=(
+            WrongAnswer(_NO_GQA, "You gave k and v full 64×64 projections. With 2 KV heads they are 64×16 each."),
+            WrongAnswer(_UNTIED, "You counted a separate 1000×64 output head; the embeddings are tied (shared)."),
+            WrongAnswer(_MLP_FFN, "You counted two FFN matrices; SwiGLU has three (gate, up and down)."),
+            WrongAnswer(_NO_EMBEDDING, "You left out the 1000×64 token embedding, the largest single matrix here."),
+            WrongAnswer(_PARAMS - _L * _PER_LAYER_NORMS - _C, "You left out the RMSNorm weights (64 per norm)."),
+        ),
+        atol=0.5,
+    ),
+    ValueExercise(
+        id="9.uniform-loss",
+        question=(
+            "Before training, a model that gives each of 2,048 tokens the same probability has what "
+            "cross-entropy loss, in nats?"
+        ),
+        expected=uniform_loss(_VOCAB),
+        explanation=(
+            f"Every target gets probability 1/2048, so the loss is -ln(1/2048) = ln 2048 ≈ {math.log(_VOCAB):.3f} "
+            "nats. A freshly initialized model starts near this; any loss above it is worse than guessing."
+        ),
+        hints=("Cross-entropy is -ln p(target); what is p for a uniform guess?",),
+        wrong_answers=(
+            WrongAnswer(math.log2(_VOCAB), "That is log base 2 (bits). torch's cross-entropy uses the natural log."),
+            WrongAnswer(1 / _VOCAB, "That is the probability of the target, not its negative log."),
+            WrongAnswer(math.log10(_VOCAB), "That is log base 10; the loss is in nats (natural log)."),
+        ),
+        atol=0.01,
+    ),
+    ValueExercise(
+        id="9.cache-bytes",
+        question=(
+            "A model has 5 layers and 8 query heads sharing 2 KV heads of width 32, stored in bfloat16 (2 bytes). "
+            "How many bytes does ONE layer's KV cache hold for one sequence of 300 tokens?"
+        ),
+        expected=_CACHE_BYTES,
+        explanation=(
+            "Each layer caches its rotated keys and its values, (1, 2, 300, 32) each: 2 · 300 · 2 · 32 · 2 bytes = "
+            f"{_CACHE_BYTES:,}. Queries are used once and never cached; the 8 query heads read the 2 cached heads."
+        ),
+        hints=("Per layer: keys AND values, each batch × KV heads × tokens × width, times bytes per element.",),
+        wrong_answers=(
+            WrongAnswer(_CACHE_BYTES // 2, "You counted only the keys (or only the values); the cache holds both."),
+            WrongAnswer(_CACHE_BYTES * 2, "You used 4 bytes (float32); bfloat16 takes 2 bytes per element."),
+            WrongAnswer(
+                _CACHE_BYTES * _QUERY_HEADS // 2,
+                "You used the 8 query heads. The cache stores the 2 KV heads: grouped-query attention's saving.",
+            ),
+            WrongAnswer(
+                _CACHE_BYTES * (_QUERY_HEADS + 4) // 4,
+                "You cached the queries too. A query is used once, by its own step, and never read again.",
+            ),
+            WrongAnswer(_CACHE_BYTES * _LAYERS, "That is all 5 layers; the question asks for one layer."),
+        ),
+        atol=0.5,
+    ),
+    ValueExercise(
+        id="9.top-k-one",
+        question=(
+            "The model's next-token logits are [2.0, 1.0, 0.5, -1.0]. Sampling at temperature 0.8 with top_k = 1, "
+            "what is the probability of drawing token 0?"
+        ),
+        expected=1.0,
+        explanation=(
+            "top_k = 1 keeps only the likeliest token and renormalizes: it has probability 1, whatever the "
+            "temperature. So top-k = 1 sampling is greedy decoding, and gives the same text on every seed."
+        ),
+        hints=("After top-k filtering, how many tokens are left to share the probability?",),
+        wrong_answers=(
+            WrongAnswer(_P_FULL[0], "That is softmax(logits / 0.8) over all four tokens: top_k = 1 removes three."),
+            WrongAnswer(_softmax(_LOGITS)[0], "That is the plain softmax over all tokens; top_k = 1 keeps one."),
+            WrongAnswer(0.25, "The four tokens are not equally likely, and top_k = 1 keeps only one of them."),
+        ),
+        atol=1e-3,
+    ),
+    ValueExercise(
+        id="9.top-k-two",
+        question=(
+            "Same logits [2.0, 1.0, 0.5, -1.0], temperature 0.8, now top_k = 2. What is the probability "
+            "of drawing token 1?"
+        ),
+        expected=_P_TOP2[1],
+        explanation=(
+            f"Divide by the temperature: [2.5, 1.25, ...]; keep the top two; softmax over them: "
+            f"e^1.25 / (e^2.5 + e^1.25) ≈ {_P_TOP2[1]:.4f}. The removed tokens' mass is shared out again."
+        ),
+        hints=("Scale by 1/temperature, drop all but the two largest, then softmax over what is left.",),
+        wrong_answers=(
+            WrongAnswer(_P_FULL[1], "You did not renormalize: after top-k, the softmax runs over the kept tokens."),
+            WrongAnswer(_P_TOP2_NO_T[1], "You forgot the temperature: divide the logits by 0.8 first."),
+            WrongAnswer(_P_TOP2_TIMES_T[1], "You multiplied by the temperature; logits are divided by it."),
+            WrongAnswer(0.5, "Top-k keeps the two tokens but not as equals: their logits still differ."),
+        ),
+        atol=1e-3,
+    ),
+)

@@ -1,0 +1,98 @@
+"""A corpus the book writes itself: short paragraphs from a small probabilistic grammar (chapter 9).
+
+Three kinds of paragraph, each holding something a bigram model (which sees only the
+previous token) cannot predict:
+
+    stories     a name and a pronoun introduced in the first sentence come back later;
+                an object found in one sentence is named again in the reply
+    agreement   "The dogs that the cat sees are happy.": the verb after the relative
+                clause agrees with the first noun, four tokens back
+    counting    "Count by 3 from 2: 2, 5, 8, 11." : each number is the previous plus a step
+                stated at the start of the line
+
+Only ``random.Random(seed).randrange`` and ``.choice`` (integer draws whose algorithm
+Python has kept since 3.2) decide the text, so the same seed gives the same string on
+every machine and Python version (checked on Python 3.7 to 3.13). In the spirit of
+TinyStories (Eldan and Li, 2023): text simple enough for a very small model to learn.
+
+    >>> counting(random.Random(0))
+    'Count by 4 from 13: 13, 17, 21, 25, 29.'
+    >>> agreement(random.Random(1))
+    'The bird that the girl helps is small. The cats that the girl sees are small.'
+"""
+
+from __future__ import annotations
+
+import random
+
+__all__ = ["NAMES", "story", "agreement", "counting", "tiny_stories"]
+
+NAMES = (
+    ("Mia", "she"), ("Tom", "he"), ("Lena", "she"), ("Sam", "he"), ("Nora", "she"), ("Leo", "he"),
+    ("Ada", "she"), ("Max", "he"), ("Ivy", "she"), ("Ben", "he"), ("Zoe", "she"), ("Otto", "he"),
+)  # fmt: skip
+ANIMALS = ("cat", "dog", "fox", "owl", "frog", "bear", "duck", "mouse")
+ADJECTIVES = ("little", "brave", "shy", "happy", "sleepy", "clever")
+PLACES = ("in a small house", "by the river", "under a big tree", "on a green hill", "near the old mill")
+ACTIVITIES = ("sing", "read books", "dig in the garden", "run in the grass", "look at the clouds")
+OBJECTS = (("a red", "ball"), ("a blue", "kite"), ("an old", "map"), ("a shiny", "key"), ("a tiny", "boat"))
+REPLIES = ("What a nice {thing}!", "Can I play with the {thing}?", "Where did you find the {thing}?")
+NOUNS = ("dog", "cat", "bird", "girl", "boy", "frog")  # plural: add "s"
+VERBS = ("see", "like", "chase", "help")  # third person singular: add "s"
+STATES = ("happy", "tired", "hungry", "small", "loud")
+
+
+def story(rng: random.Random) -> str:
+    """A few sentences about a hero: the name and pronoun must be carried from the first line."""
+    hero, pronoun = rng.choice(NAMES)
+    friend, _ = rng.choice([entry for entry in NAMES if entry[0] != hero])
+    article, thing = rng.choice(OBJECTS)
+    lines = [
+        f"Once upon a time there was a {rng.choice(ADJECTIVES)} {rng.choice(ANIMALS)} named {hero}.",
+        f"{hero} lived {rng.choice(PLACES)}.",
+    ]
+    if rng.randrange(2):
+        lines.append(f"Every morning {pronoun} liked to {rng.choice(ACTIVITIES)}.")
+    lines += [
+        f"One day {hero} found {article} {thing}.",
+        f"{pronoun.capitalize()} showed it to {friend} the {rng.choice(ANIMALS)}.",
+        f'"Look what I found!" said {hero}.',
+        f'"{rng.choice(REPLIES).format(thing=thing)}" said {friend}.',
+        f"{hero} and {friend} played with the {thing} until the sun went down.",
+    ]
+    if rng.randrange(2):
+        lines.append(f"That night {hero} smiled, and {pronoun} went to sleep.")
+    return " ".join(lines)
+
+
+def _noun_phrase(rng: random.Random) -> tuple[str, bool]:
+    plural = bool(rng.randrange(2))
+    return rng.choice(NOUNS) + ("s" if plural else ""), plural
+
+
+def agreement(rng: random.Random) -> str:
+    """Sentences whose verb agrees with a subject the relative clause separates it from."""
+    sentences = []
+    for _ in range(2 + rng.randrange(3)):
+        subject, subject_plural = _noun_phrase(rng)
+        other, other_plural = _noun_phrase(rng)
+        verb = rng.choice(VERBS) + ("" if other_plural else "s")  # agrees with the nearer noun
+        be = "are" if subject_plural else "is"  # agrees with the subject, further back
+        sentences.append(f"The {subject} that the {other} {verb} {be} {rng.choice(STATES)}.")
+    return " ".join(sentences)
+
+
+def counting(rng: random.Random) -> str:
+    """An arithmetic progression: the step is stated once, then every number depends on it."""
+    step, start, length = 1 + rng.randrange(5), rng.randrange(21), 5 + rng.randrange(4)
+    numbers = ", ".join(str(start + i * step) for i in range(length))
+    return f"Count by {step} from {start}: {numbers}."
+
+
+def tiny_stories(n_paragraphs: int, seed: int = 0) -> list[str]:
+    """``n_paragraphs`` paragraphs: half stories, a quarter agreement, a quarter counting."""
+    if isinstance(n_paragraphs, bool) or not isinstance(n_paragraphs, int) or n_paragraphs < 1:
+        raise ValueError(f"n_paragraphs must be a positive integer, got {n_paragraphs!r}")
+    rng = random.Random(seed)
+    kinds = (story, story, agreement, counting)
+    return [rng.choice(kinds)(rng) for _ in range(n_paragraphs)]

@@ -1,0 +1,161 @@
+"""The capstone's corpus, baselines and cached training run, at toy sizes."""
+
+import importlib
+import math
+
+import pytest
+import torch
+import torch.nn as nn
+
+import lib.capstone as capstone
+from lib.capstone import (
+    PARTS,
+    CorpusConfig,
+    _bigram_loss_loop,
+    baseline_losses,
+    bigram_loss,
+    prepare_data,
+    scored_targets,
+    time_generation,
+    train_capstone,
+    uniform_loss,
+    unigram_loss,
+)
+from lib.stories import tiny_stories
+from lib.training import TrainConfig, evaluate
+
+TOY_CORPUS = CorpusConfig(n_paragraphs=60, vocab_size=300)
+TOY_MODEL = dict(n_layers=1, d_model=16, n_heads=2, n_kv_heads=1, max_len=64)
+TOY_TRAINING = TrainConfig(steps=20, batch_size=4, context=16, lr=1e-2, min_lr=1e-3, warmup_steps=3,
+                           eval_every=10, eval_batches=2)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def toy_data():
+    return prepare_data(TOY_CORPUS)
+
+
+def test_bad_sizes_raise():
+    with pytest.raises(ValueError, match="held_out"):
+        CorpusConfig(held_out=1.0)
+    with pytest.raises(ValueError, match="vocab_size"):
+        uniform_loss(0)
+
+
+def test_data_round_trips_and_held_out_is_apart(toy_data):
+    tokenizer = toy_data.tokenizer
+    assert len(tokenizer) == TOY_CORPUS.vocab_size
+    assert tokenizer.decode(toy_data.train_ids.tolist()) == toy_data.train_text
+    assert tokenizer.decode(toy_data.val_ids.tolist()) == toy_data.val_text
+    paragraphs = tiny_stories(TOY_CORPUS.n_paragraphs, TOY_CORPUS.seed)
+    assert toy_data.val_text.strip() == "\n\n".join(paragraphs[-6:])  # the last 10%
+    assert toy_data.fingerprint == prepare_data(TOY_CORPUS).fingerprint
+
+
+# --- baselines --------------------------------------------------------------------------------
+class TableModel(nn.Module):
+    """A 'model' whose logits are a fixed row of log-probabilities per previous token (a bigram)."""
+
+    def __init__(self, log_probs):
+        super().__init__()
+        self.table = nn.Parameter(log_probs.float())
+
+    def forward(self, idx):
+        return self.table[idx]  # (B, T, V)
+
+
+def _bigram_table(train_ids, vocab_size, add_k):
+    counts = torch.zeros(vocab_size, vocab_size, dtype=torch.float64)
+    for a, b in zip(train_ids[:-1].tolist(), train_ids[1:].tolist(), strict=True):
+        counts[a, b] += 1
+    counts += add_k
+    return (counts / counts.sum(1, keepdim=True)).log()
+
+
+def test_baselines_score_the_tokens_evaluate_scores():
+    """evaluate() on a model that IS the bigram table gives bigram_loss; same for a unigram row."""
+    gen = torch.Generator().manual_seed(0)
+    vocab, context = 7, 5
+    train_ids = torch.randint(0, vocab, (400,), generator=gen)
+    val_ids = torch.randint(0, vocab, (53,), generator=gen)  # 10 windows of 5, and 2 tokens left over
+    table = _bigram_table(train_ids, vocab, 0.5)
+    model_loss = evaluate(TableModel(table), val_ids, context=context, batch_size=3)
+    assert bigram_loss(train_ids, val_ids, vocab, context=context, add_k=0.5) == pytest.approx(model_loss, abs=1e-5)
+    counts = torch.bincount(train_ids, minlength=vocab).double() + 1
+    unigram_row = (counts / counts.sum()).log()
+    unigram_model = evaluate(TableModel(unigram_row.expand(vocab, vocab)), val_ids, context=context, batch_size=3)
+    assert unigram_loss(train_ids, val_ids, vocab, context=context) == pytest.approx(unigram_model, abs=1e-5)
+
+
+def test_bigram_matches_its_plain_twin():
+    gen = torch.Generator().manual_seed(1)
+    train_ids = torch.randint(0, 11, (300,), generator=gen)
+    val_ids = torch.randint(0, 11, (90,), generator=gen)
+    fast = bigram_loss(train_ids, val_ids, 11, context=8, add_k=0.1)
+    plain = _bigram_loss_loop(train_ids.tolist(), val_ids.tolist(), 11, context=8, add_k=0.1)
+    assert fast == pytest.approx(plain, rel=1e-9)
+
+
+def test_hand_worked_unigram_and_uniform():
+    # training "0 0 0 1": counts 3, 1 (+1 each) -> P(0) = 4/6, P(1) = 2/6; held-out "1 0 1" scores 0 then 1.
+    loss = unigram_loss(torch.tensor([0, 0, 0, 1]), torch.tensor([1, 0, 1]), 2, context=2)
+    assert loss == pytest.approx(-(math.log(4 / 6) + math.log(2 / 6)) / 2)
+    assert uniform_loss(512) == pytest.approx(math.log(512))
+
+
+def test_scored_targets_layout():
+    previous, targets = scored_targets(11, 3)  # windows [0..3], [3..6], [6..9]; token 10 left over
+    assert targets.tolist() == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+    assert previous.tolist() == [0, 1, 2, 3, 4, 5, 6, 7, 8]
+    with pytest.raises(ValueError, match="context=5"):
+        scored_targets(5, 5)
+
+
+def test_baselines_reject_ids_outside_the_vocabulary():
+    with pytest.raises(ValueError, match="val_ids"):
+        bigram_loss(torch.tensor([0, 1, 2]), torch.tensor([0, 5, 1]), 3, context=2)
+    with pytest.raises(ValueError, match="train_ids"):
+        unigram_loss(torch.tensor([[0, 1]]), torch.tensor([0, 1, 1]), 3, context=2)
+
+
+def test_baselines_are_ordered_on_the_toy_corpus(toy_data):
+    losses = baseline_losses(toy_data, TOY_TRAINING.context)
+    assert losses["bigram"] < losses["unigram"] < losses["uniform"] == pytest.approx(math.log(300))
+
+
+# --- the cached run ---------------------------------------------------------------------------
+def test_train_capstone_trains_once_then_loads(toy_data, tmp_path, monkeypatch):
+    calls, threads_before, rng_before = [], torch.get_num_threads(), torch.random.get_rng_state()
+    real_train = capstone.train
+    monkeypatch.setattr(capstone, "train", lambda *a, **k: calls.append(1) or real_train(*a, **k))
+    first = train_capstone(TOY_CORPUS, TOY_MODEL, TOY_TRAINING, data=toy_data, cache_dir=tmp_path, progress=False)
+    second = train_capstone(TOY_CORPUS, TOY_MODEL, TOY_TRAINING, data=toy_data, cache_dir=tmp_path, progress=False)
+    assert len(calls) == 1
+    assert torch.equal(torch.random.get_rng_state(), rng_before)  # seeding the weights left ours alone
+    for name, tensor in first.model.state_dict().items():
+        assert torch.equal(tensor, second.model.state_dict()[name]), name
+    history = second.history
+    assert history["val_steps"] == [0, 10, 20]
+    assert history["val_loss"][-1] < history["val_loss"][0]  # it learned something
+    assert history["val_loss"][0] == pytest.approx(math.log(300), abs=0.1)  # starts near a uniform guess
+    full = evaluate(second.model, toy_data.val_ids, context=TOY_TRAINING.context, batch_size=4)
+    assert history["val_loss_full"] == pytest.approx(full, abs=1e-5)
+    assert torch.get_num_threads() == threads_before  # restored after training on one thread
+    other = TrainConfig(**{**TOY_TRAINING.__dict__, "steps": 10})
+    train_capstone(TOY_CORPUS, TOY_MODEL, other, data=toy_data, cache_dir=tmp_path, progress=False)
+    assert len(calls) == 2  # a new configuration trains again
+
+
+def test_generation_with_and_without_the_cache(toy_data, tmp_path):
+    result = train_capstone(TOY_CORPUS, TOY_MODEL, TOY_TRAINING, data=toy_data, cache_dir=tmp_path, progress=False)
+    prompt = torch.tensor([result.tokenizer.encode("Once upon a time")])
+    timing = time_generation(result.model, prompt, 12, repeats=1)
+    assert timing["same_tokens"] is True
+    assert timing["cached_s"] > 0 and timing["uncached_s"] > 0
+
+
+def test_parts_name_real_modules():
+    for part, modules, chapter in PARTS:
+        assert 1 <= chapter <= 9, part
+        for name in modules.split(", "):
+            importlib.import_module(name)
