@@ -20,6 +20,7 @@ Run ``python -m lib.checks --list`` for every exercise in the book.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import html
 import json
@@ -169,6 +170,19 @@ def grade(exercise: Exercise, answer: Any) -> CheckResult:
 # --- values ---------------------------------------------------------------------------
 
 
+def _plain_numbers(answer: Any) -> Any:
+    """Tensors (anywhere in a list or tuple) as numpy arrays numpy can read: detached, on the
+    CPU, and bfloat16 widened to float32 (numpy has no bfloat16)."""
+    if isinstance(answer, torch.Tensor):
+        tensor = answer.detach().cpu().resolve_conj()
+        if tensor.dtype == torch.bfloat16:
+            tensor = tensor.float()
+        return tensor.numpy()
+    if isinstance(answer, (list, tuple)) and len(answer) <= 100_000:
+        return [_plain_numbers(item) for item in answer]
+    return answer
+
+
 def _as_numbers(answer: Any, expected_shape: tuple[int, ...]) -> tuple[np.ndarray | None, str]:
     """The answer as a float array of the expected shape, or None and what is wrong with it."""
     if isinstance(answer, (str, bytes)):
@@ -176,8 +190,7 @@ def _as_numbers(answer: Any, expected_shape: tuple[int, ...]) -> tuple[np.ndarra
     if isinstance(answer, (bool, dict, set)) or callable(answer):
         return None, f"expected numbers but got a {type(answer).__name__}"
     try:
-        if isinstance(answer, torch.Tensor):
-            answer = answer.detach().cpu().resolve_conj().numpy()
+        answer = _plain_numbers(answer)
         raw = np.asarray(answer)
         if raw.dtype == object:  # e.g. a list mixing numbers and tensors: read each element
             raw = np.asarray(answer, dtype=np.complex128)
@@ -329,12 +342,37 @@ def _less_precise(got: torch.dtype, expected: torch.dtype) -> bool:
     return torch.finfo(got).eps > torch.finfo(expected).eps
 
 
+@contextlib.contextmanager
+def _exit_raises():
+    """In IPython, ``exit()`` does not raise: it asks the kernel to shut down after the cell.
+    While a learner's function runs, make it raise SystemExit instead, which grading catches."""
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    except ImportError:
+        shell = None
+    if shell is None or not hasattr(shell, "ask_exit"):
+        yield
+        return
+
+    def refuse_exit(*args, **kwargs):
+        raise SystemExit("exit() inside the function")
+
+    shell.ask_exit = refuse_exit  # an instance attribute shadows the method
+    try:
+        yield
+    finally:
+        del shell.ask_exit
+
+
 def _run_case(exercise: FunctionExercise, function: Callable, case: Case) -> tuple[str, torch.Tensor | None]:
     """('', output) when ``function`` agrees with the reference on this case, else what went
     wrong and the output, when there was one that reads as a tensor of the right shape."""
     expected = exercise.reference(*case.args())
     try:
-        got = call_with_timeout(function, case.args(), exercise.timeout_s)
+        with _exit_raises():
+            got = call_with_timeout(function, case.args(), exercise.timeout_s)
     except GradingTimeout:
         return f"did not finish within {exercise.timeout_s:g} s (an endless loop?)", None
     except (Exception, SystemExit) as error:  # noqa: BLE001 - the learner's code may raise anything, even exit()
@@ -355,10 +393,13 @@ def _run_case(exercise: FunctionExercise, function: Callable, case: Case) -> tup
             f"{WRONG_DTYPE} {str(got.dtype).removeprefix('torch.')}, expected {str(expected.dtype).removeprefix('torch.')}",
             None,
         )
-    got = got.to(expected.dtype)
-    if expected.dtype == torch.bool:  # a mask: every entry must match (no tolerance, no subtraction)
-        wrong = int((got != expected).sum())
+    if not expected.dtype.is_floating_point:
+        # A mask or integer reference: every entry must match exactly. Compare as float64, so a
+        # learner's 1.9 is not truncated to 1 (or True) and passed.
+        got = got.to(torch.float64)
+        wrong = int((got != expected.to(torch.float64)).sum())
         return (f"differs from the reference in {wrong} of {expected.numel()} entries", got) if wrong else ("", got)
+    got = got.to(expected.dtype)
     if torch.isnan(got).any() and not torch.isnan(expected).any():
         return "returned NaN", got
     if not torch.allclose(got, expected, atol=exercise.atol, rtol=exercise.rtol):
@@ -438,7 +479,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.list:
         for exercise in exercises().values():
             kind = "function" if isinstance(exercise, FunctionExercise) else "value"
-            print(f"{exercise.id:24} {kind:8} {exercise.question}")
+            print(f"{exercise.id:28} {kind:8} {exercise.question}")
         return 0
     parser.print_help()
     return 0

@@ -16,8 +16,14 @@ learner's own run should produce the rest). ``make lab`` opens these copies, in
 ``grade_notebook`` executes a (student's) notebook and collects what each ``check`` call
 reported. Nothing a notebook does stops the batch: each notebook has a time limit, and an
 endless loop, a kernel that dies, or a syntax error becomes that notebook's line in the
-report ("timed out in cell 12", "kernel died in cell 3", "syntax error in cell 5, line 2")
-while grading goes on with the next. The kernel runs in the notebook's own folder.
+report ("timed out in cell 12", "kernel died in cell 3", "kernel stopped by exit() in cell 4",
+"syntax error in cell 5, line 2") while grading goes on with the next. The kernel runs in the
+notebook's own folder. A chapter's notebook (``01_....ipynb``) is graded on every exercise of
+its chapter, so one whose cell the student deleted reads "not attempted" and still counts;
+a ``check`` of an id the book does not have (a typo, a renamed exercise) is a problem line,
+not a column.
+A copy is never written with an answer in it: a solution marker left unmatched (``# END
+SOLUTON``) stops that chapter's copy with an error that names the cell.
 
     python -m lib.student copy chapters student            # write missing student copies
     python -m lib.student grade submissions/*/*.ipynb      # run and grade; a table per student
@@ -33,6 +39,7 @@ import argparse
 import ast
 import json
 import re
+import textwrap
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -40,10 +47,13 @@ from pathlib import Path
 
 import nbformat
 
-from lib.checks import CORRECT, RESULT_KEY
+from lib.checks import CORRECT, NOT_ATTEMPTED, RESULT_KEY, exercises
 
 BEGIN, END = "# BEGIN SOLUTION", "# END SOLUTION"
-_SOLUTION_BLOCK = re.compile(rf"^[ \t]*{BEGIN}[ \t]*\n(.*?)^[ \t]*{END}[ \t]*$", re.S | re.M)
+_SOLUTION_BLOCK = re.compile(rf"^([ \t]*){BEGIN}[ \t]*\r?\n(.*?)^[ \t]*{END}[ \t]*\r?$", re.S | re.M)
+# Any line that looks like a solution marker ("#END SOLUTON", "# begin solution"): one left over
+# after stripping means a block was not recognised, and its answer would reach the student.
+_MARKER_LINE = re.compile(r"^[ \t]*#[ \t]*(BEGIN|END)[ \t_-]*SOLU", re.I | re.M)
 _CHECK_CALL = re.compile(r"""\bcheck\(\s*["']([^"']+)["']""")
 NOT_RUN = "not run"
 DEFAULT_TIME_LIMIT_S = 180.0  # per notebook: a chapter runs in well under a minute
@@ -52,7 +62,11 @@ DEFAULT_TIME_LIMIT_S = 180.0  # per notebook: a chapter runs in well under a min
 def defined_names(solution: str) -> list[str]:
     """Top-level names a solution block defines (functions, classes, assignments)."""
     names: list[str] = []
-    for node in ast.parse(solution).body:
+    try:
+        body = ast.parse(textwrap.dedent(solution)).body
+    except SyntaxError:  # the placeholder falls back to `answer`; the reference is never copied
+        return names
+    for node in body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.append(node.name)
         elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
@@ -76,25 +90,40 @@ def strip_solutions(source: str) -> str:
     reads ``answer``; a helper the solution made up along the way is not asked for)."""
 
     def placeholder(match: re.Match) -> str:
-        defined = defined_names(match.group(1))
+        indent, block = match.group(1), match.group(2)
+        defined = defined_names(block)
         used = [name for name in defined if name in _names_read(source[match.end() :])]
         names = used or defined or ["answer"]
-        return "\n".join(f"{name} = ...  # your answer here" for name in names)
+        return "\n".join(f"{indent}{name} = ...  # your answer here" for name in names)
 
-    return _SOLUTION_BLOCK.sub(placeholder, source)
+    stripped = _SOLUTION_BLOCK.sub(placeholder, source)
+    leftover = _MARKER_LINE.search(stripped)
+    if leftover:
+        number = stripped[: leftover.start()].count("\n") + 1
+        line = stripped.splitlines()[number - 1].strip()
+        raise ValueError(
+            f"solution marker on line {number} ({line!r}) has no partner: write exactly {BEGIN!r} "
+            f"and {END!r}, each on its own line, or the answer would be copied to the student"
+        )
+    return stripped
 
 
 def student_notebook(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """A student copy of ``notebook`` (changed in place and returned): solutions stripped,
     every output and execution count cleared, stored widget state dropped."""
-    for cell in notebook.cells:
+    for number, cell in enumerate(notebook.cells, start=1):
         if cell.cell_type != "code":
             continue
         cell.outputs = []
         cell.execution_count = None
         cell.metadata.pop("execution", None)
-        if BEGIN in cell.source:
-            cell.source = strip_solutions(cell.source)
+        if _MARKER_LINE.search(cell.source) or "solution" in cell.metadata.get("tags", []):
+            if not _SOLUTION_BLOCK.search(cell.source):
+                raise ValueError(f"cell {number} is a solution cell without a {BEGIN!r} ... {END!r} block")
+            try:
+                cell.source = strip_solutions(cell.source)
+            except ValueError as error:
+                raise ValueError(f"cell {number}: {error}") from None
             cell.metadata.pop("mystnb", None)
             tags = [t for t in cell.metadata.get("tags", []) if t not in ("hide-cell", "solution")]
             if tags:
@@ -141,6 +170,16 @@ class GradeReport:
         return {**asdict(self), "correct": self.n_correct, "total": len(self.exercises)}
 
 
+def _chapter_exercises(notebook_path: Path) -> list[str]:
+    """The ids of the chapter a notebook's name starts with ("01_....ipynb": chapter 1's), so
+    that an exercise whose cell the student deleted is still a column, and still counts."""
+    match = re.match(r"(\d+)_", Path(notebook_path).name)
+    if not match:
+        return []
+    chapter = str(int(match.group(1)))
+    return [i for i in exercises() if i.split(".")[0] == chapter]
+
+
 def _first_line(source: str) -> str:
     for line in source.splitlines():
         if line.strip() and not line.lstrip().startswith("#"):
@@ -182,7 +221,10 @@ def grade_notebook(
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
     notebook_path = Path(notebook_path)
-    report = GradeReport(str(notebook_path), student if student is not None else notebook_path.parent.name)
+    # the folder's own name even for a bare "01_....ipynb" (whose parent is ".")
+    report = GradeReport(str(notebook_path), student if student is not None else notebook_path.absolute().parent.name)
+    # every exercise of the chapter counts, even one whose cell was deleted (or an unreadable file's)
+    report.exercises = dict.fromkeys(_chapter_exercises(notebook_path), NOT_ATTEMPTED)
     start = time.monotonic()
     try:
         notebook = nbformat.read(notebook_path, as_version=4)
@@ -190,7 +232,13 @@ def grade_notebook(
         report.problems.append(f"could not read the notebook ({type(error).__name__}: {error})"[:200])
         return report
     code = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "code")
-    report.exercises = dict.fromkeys(_CHECK_CALL.findall(code), NOT_RUN)
+    report.exercises.update(dict.fromkeys(_CHECK_CALL.findall(code), NOT_RUN))
+    exited: list[int] = []  # cells that called exit(): IPython then shuts the kernel down, a moment later
+
+    def on_cell_executed(cell, cell_index: int, execute_reply: dict) -> None:
+        payloads = (execute_reply or {}).get("content", {}).get("payload", [])
+        if any(p.get("source") == "ask_exit" and not p.get("keepkernel") for p in payloads):
+            exited.append(cell_index)
 
     options = {"kernel_name": kernel_name} if kernel_name else {}
     client = NotebookClient(
@@ -200,6 +248,7 @@ def grade_notebook(
         interrupt_on_timeout=False,
         record_timing=False,
         shutdown_kernel="immediate",
+        on_cell_executed=on_cell_executed,
         resources={"metadata": {"path": str(notebook_path.resolve().parent)}},
         **options,
     )
@@ -225,6 +274,9 @@ def grade_notebook(
                 problem = _error_problem(number, cell)
                 if problem:
                     report.problems.append(problem)
+                if exited:  # stop here, as Jupyter would: what ran after it depended on timing
+                    report.problems.append(f"kernel stopped by exit() in cell {number}")
+                    break
     except DeadKernelError:
         if not any(p.startswith("kernel died") for p in report.problems):
             report.problems.append("kernel died")
@@ -235,6 +287,12 @@ def grade_notebook(
             record = output.get("metadata", {}).get(RESULT_KEY)
             if record and "id" in record and "status" in record:
                 report.exercises[record["id"]] = record["status"]
+    # An id the book does not have (a typo, or an exercise since renamed) is no column and does
+    # not count: the report says so instead.
+    known = exercises()
+    for unknown in [i for i in report.exercises if i not in known]:
+        del report.exercises[unknown]
+        report.problems.append(f"check() names no exercise of the book: {unknown!r}")
     report.seconds = round(time.monotonic() - start, 1)
     return report
 
@@ -284,10 +342,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     grade.add_argument("--json", type=Path, metavar="PATH", help="also write the report as JSON, for a spreadsheet")
     args = parser.parse_args(argv)
     if args.command == "copy":
+        failed = 0
         for path in sorted(args.source.glob("*.ipynb")):
-            out, written = make_student_copy(path, args.out, overwrite=args.overwrite)
+            try:
+                out, written = make_student_copy(path, args.out, overwrite=args.overwrite)
+            except ValueError as error:  # nothing is written: a copy must never carry an answer
+                print(f"{path}: no copy written: {error}")
+                failed += 1
+                continue
             print(f"{out}  ({'written' if written else 'kept: it exists already'})")
-        return 0
+        return 1 if failed else 0
     reports = []
     for path in args.notebooks:
         report = grade_notebook(path, args.time_limit)

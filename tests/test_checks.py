@@ -291,3 +291,49 @@ def test_function_exercise_with_a_boolean_reference():
     assert not wrong.correct and "6 of 9" in (wrong.message + wrong.feedback)
     as_ints = grade(exercise, lambda n: torch.ones(n, n).tril())  # 0/1 floats read as the same mask
     assert as_ints.correct
+
+
+def test_a_mask_of_other_numbers_is_not_truncated_into_a_pass():
+    """1.9 / 0.2 is not a 0/1 mask, even though int() would make it one."""
+    from lib.checks import check
+
+    def fuzzy(n, c):
+        return (torch.arange(n + c)[None] <= torch.arange(n)[:, None] + c) * 1.7 + 0.2
+
+    def exact(n, c):
+        return (torch.arange(n + c)[None] <= torch.arange(n)[:, None] + c).float()
+
+    assert not check("6.decode-mask", fuzzy).correct
+    assert check("6.decode-mask", exact).correct
+
+
+def test_bfloat16_and_grad_tensors_are_read_as_numbers():
+    from lib.checks import check
+
+    assert check("1.equal-scores", torch.tensor([1.0, 2.0], dtype=torch.bfloat16)).correct
+    assert check("1.equal-scores", [torch.tensor(1.0, requires_grad=True), torch.tensor(2.0)]).correct
+    assert not check("1.equal-scores", torch.tensor([1.0, 2.5], dtype=torch.bfloat16)).correct
+
+
+def test_exit_inside_a_function_is_caught_in_ipython(monkeypatch):
+    """IPython's exit() asks the shell to quit instead of raising; grading turns it into SystemExit."""
+    import IPython
+
+    from lib.checks import check
+
+    class FakeShell:
+        asked = False
+
+        def ask_exit(self):
+            FakeShell.asked = True
+
+    shell = FakeShell()
+    monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+
+    def learner(x):
+        shell.ask_exit()  # what IPython's exit() does
+        return x
+
+    result = check("1.stable-softmax", learner)
+    assert not result.correct and "SystemExit" in result.message + result.feedback
+    assert not FakeShell.asked and "ask_exit" not in vars(shell)  # the shell is left as it was

@@ -132,3 +132,76 @@ def test_batch_grading_survives_loops_dead_kernels_and_syntax_errors(tmp_path, c
     assert header.split()[:4] == ["student", "notebook", "1.equal-scores", "1.wider-variance"]
     table = printed[printed.index(header) :]
     assert "kernel died in cell 4" in table and "timed out in cell 4" in table
+
+
+def test_a_misspelt_marker_stops_the_copy_instead_of_leaking_the_answer(tmp_path, capsys):
+    for source in (
+        "# BEGIN SOLUTION\nanswer = [1, 2]\n# END SOLUTON\ncheck('1.equal-scores', answer)",  # typo in END
+        "#BEGIN SOLUTION\nanswer = [1, 2]\n#END SOLUTION\ncheck('1.equal-scores', answer)",  # no space
+        "# BEGIN SOLUTION\nanswer = [1, 2]\ncheck('1.equal-scores', answer)",  # END forgotten
+    ):
+        try:
+            strip_solutions(source)
+        except ValueError as error:
+            assert "line 1" in str(error) and "SOLUTION" in str(error)
+        else:
+            raise AssertionError(f"no error for {source!r}")
+    # a cell tagged "solution" but without markers would be copied whole
+    tagged = new_code_cell("answer = [1, 2]\ncheck('1.equal-scores', answer)", metadata={"tags": ["solution"]})
+    bad = new_notebook(cells=[new_markdown_cell("q"), new_code_cell("x = 1"), tagged])
+    (tmp_path / "src").mkdir()
+    nbformat.write(bad, tmp_path / "src" / "02_bad.ipynb")
+    chapter = CHAPTERS[0]
+    nbformat.write(nbformat.read(chapter, as_version=4), tmp_path / "src" / chapter.name)
+    assert student.main(["copy", str(tmp_path / "src"), str(tmp_path / "out")]) == 1
+    printed = capsys.readouterr().out
+    assert "02_bad.ipynb: no copy written: cell 3 " in printed
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [chapter.name]  # the good one is still written
+
+
+def test_indented_or_unparsable_solutions_are_stripped_without_crashing():
+    indented = "def f(x):\n    # BEGIN SOLUTION\n    y = 2 * x\n    return y\n    # END SOLUTION\ncheck('1.x', f)"
+    assert strip_solutions(indented) == "def f(x):\n    y = ...  # your answer here\ncheck('1.x', f)"
+    crlf = "# BEGIN SOLUTION\r\nanswer = [1, 2]\r\n# END SOLUTION\r\ncheck('1.x', answer)"
+    assert strip_solutions(crlf) == "answer = ...  # your answer here\ncheck('1.x', answer)"
+    broken = "# BEGIN SOLUTION\nanswer = [1,\n# END SOLUTION\ncheck('1.x', answer)"
+    assert strip_solutions(broken) == "answer = ...  # your answer here\ncheck('1.x', answer)"
+
+
+def test_exit_stops_grading_in_the_cell_that_called_it(tmp_path):
+    """exit() in a kernel does not raise: IPython shuts the kernel down a moment later, so
+    without this the notebook died in some later cell, or not at all, depending on timing."""
+    path = _write(
+        tmp_path / "eve" / "ch.ipynb",
+        "check('1.equal-scores', [1, 2])",
+        "exit()",
+        "check('1.masked-read', [2, 0])",
+        "import time\ntime.sleep(1)\ncheck('1.wider-variance', [1024, 1 / 32])",
+    )
+    report = grade_notebook(path, time_limit=60)
+    assert report.problems == ["kernel stopped by exit() in cell 4"]
+    assert report.exercises == {"1.equal-scores": "correct", "1.masked-read": "not run", "1.wider-variance": "not run"}
+
+
+def test_a_deleted_exercise_still_counts_and_a_bare_path_names_the_student(tmp_path, monkeypatch):
+    """A chapter notebook (named NN_...) is graded on all of its chapter's exercises: deleting
+    the hard ones must not raise the score. Graded from inside the student's folder, the
+    student is still that folder's name."""
+    _write(
+        tmp_path / "ada" / "01_one_attention_read.ipynb",
+        "check('1.equal-scores', [1, 2])",
+        "check('1.equal-score', [1, 2])  # a typo, or an id since renamed: not a column of its own",
+    )
+    monkeypatch.chdir(tmp_path / "ada")
+    report = grade_notebook(Path("01_one_attention_read.ipynb"), time_limit=60)
+    assert report.student == "ada"
+    assert report.problems == ["check() names no exercise of the book: '1.equal-score'"]
+    chapter_1 = [i for i in student.exercises() if i.startswith("1.")]
+    assert list(report.exercises) == chapter_1 and len(chapter_1) > 1
+    assert report.exercises["1.equal-scores"] == "correct"
+    assert {s for i, s in report.exercises.items() if i != "1.equal-scores"} == {"not attempted"}
+    assert (report.n_correct, report.as_dict()["total"]) == (1, len(chapter_1))
+    (tmp_path / "bo").mkdir()
+    (tmp_path / "bo" / "01_one_attention_read.ipynb").write_text("{not json")
+    unreadable = grade_notebook(tmp_path / "bo" / "01_one_attention_read.ipynb")
+    assert unreadable.problems[0].startswith("could not read") and unreadable.as_dict()["total"] == len(chapter_1)

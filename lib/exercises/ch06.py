@@ -219,8 +219,9 @@ EXERCISES = (
             "Write cached_causal_mask(n_new, n_cached): the boolean (n_new, n_cached + n_new) mask, True where a "
             "query may read a key, for n_new tokens appended after n_cached cached ones."
         ),
-        # compared as 0/1 integers, so a learner's bool, int or float mask all grade the same
-        reference=lambda n_new, n_cached: causal_mask(n_new, n_cached + n_new).long(),
+        # a boolean reference is compared entry by entry: a bool, 0/1 int or 0./1. float mask all grade
+        # the same, and any other number (1.9, 0.2) is wrong
+        reference=lambda n_new, n_cached: causal_mask(n_new, n_cached + n_new),
         cases=(
             Case(
                 "one decode step",

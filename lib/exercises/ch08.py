@@ -162,7 +162,7 @@ CHAPTER_8_FUNCTIONS = (
     FunctionExercise(
         id="8.patchify",
         question=(
-            "Write patchify(images, patch) that turns (B, C, H, W) images into (B, N, C·p·p): non-overlapping "
+            "Write my_patchify(images, patch) that turns (B, C, H, W) images into (B, N, C·p·p): non-overlapping "
             "p×p patches in row-major order (left to right, then top to bottom), each flattened channel first, "
             "then row, then column."
         ),
@@ -232,7 +232,7 @@ CHAPTER_8_FUNCTIONS = (
     FunctionExercise(
         id="8.conv-weight",
         question=(
-            "Write conv_weight(linear_weight, in_channels, patch): the nn.Linear weight of a patch projection, "
+            "Write my_conv_weight(linear_weight, in_channels, patch): the nn.Linear weight of a patch projection, "
             "shape (d, C·p·p), as the kernel (d, C, p, p) of the equal nn.Conv2d(C, d, kernel_size=p, stride=p)."
         ),
         reference=conv_weight,
