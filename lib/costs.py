@@ -101,6 +101,47 @@ def linear_attention_cost(n: int, feature_dim: int) -> int:
     return n * feature_dim
 
 
+def linear_attention_flops(n_queries: int, n_keys: int, head_dim: int, value_dim: int | None = None) -> int:
+    """Matrix-product FLOPs of non-causal linear attention for one head (``lib.linear_attention``):
+    S = φ(K)ᵀV is 2·M·D·Dv, the reads φ(q)ᵀS and φ(q)ᵀz are 2·N·D·Dv and 2·N·D.
+    Linear in N and M, but growing with D·Dv: softmax attention is the reverse, 4·N·M·D."""
+    value_dim = head_dim if value_dim is None else value_dim
+    return 2 * n_keys * head_dim * value_dim + 2 * n_queries * head_dim * value_dim + 2 * n_queries * head_dim
+
+
+PATTERNS = ("dense", "causal", "window", "global+local", "linear")
+
+
+def pattern_pairs(pattern: str, n: int, *, window: int = 256, n_global: int = 16) -> int | None:
+    """Query-key pairs (edges) a pattern allows at length n; None for linear, which forms none."""
+    if pattern == "dense":
+        return dense_pairs(n)
+    if pattern == "causal":
+        return causal_pairs(n)
+    if pattern == "window":
+        return window_pairs(n, window)
+    if pattern == "global+local":
+        return global_local_pairs(n, window, n_global)
+    if pattern == "linear":
+        return None
+    raise ValueError(f"pattern must be one of {PATTERNS}, got {pattern!r}")
+
+
+def pattern_flops(
+    pattern: str, n: int, *, head_dim: int = 64, heads: int = 1, window: int = 256, n_global: int = 16
+) -> int:
+    """Modeled attention FLOPs of one layer (the attention part only, no projections).
+
+    Each allowed pair costs a q·k product and a weighted add of v: 2·D + 2·D FLOPs per head.
+    A kernel that skips exactly the disallowed pairs would do this much work; real kernels
+    work in tiles and do somewhat more at the band's edges. Linear attention: its formula.
+    """
+    pairs = pattern_pairs(pattern, n, window=window, n_global=n_global)
+    if pairs is None:
+        return heads * linear_attention_flops(n, n, head_dim)
+    return heads * 4 * pairs * head_dim
+
+
 def pattern_mask(pattern: str, n: int, *, window: int = 0, n_global: int = 0) -> torch.Tensor:
     """The boolean (N, N) mask of a pattern, True = may read: the brute-force reference."""
     rows = torch.arange(n)[:, None]  # (N, 1)

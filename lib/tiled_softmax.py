@@ -18,7 +18,8 @@ bigger than a (bq, bk) tile per head is ever created, so memory stays linear in 
 
 Four refinements of that loop, each exact, each worth a measured share of the speed:
     * causal attention in two phases: unmasked tiles below the diagonal, one masked tile on
-      it, nothing above (``_key_tiles``);
+      it, nothing above (``_key_tiles``); a sliding window also skips every tile left of
+      its band, so its work grows linearly in N;
     * conditional rescaling: once every row has a max, m is kept unless a tile's sums would
       grow too large, which skips a max and a rescale for most tiles (``_forward``);
     * one scratch buffer, reused, for every score tile;
@@ -28,6 +29,7 @@ Four refinements of that loop, each exact, each worth a measured share of the sp
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterator
 
 import torch
@@ -42,6 +44,21 @@ from lib.attention import resolve_scale, validate_attention_inputs
 BLOCK_Q, BLOCK_K = 256, 1024
 
 
+def online_softmax_update(m: torch.Tensor, l: torch.Tensor, block: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One step of the online softmax: fold a block of scores (..., b) into the state (m, l).
+
+    m (...,) is the largest score seen so far, l (...,) the sum of exp(score - m) so far.
+    The new max is max(m, max(block)); the old sum was taken against the old max, so it is
+    rescaled by exp(m_old - m_new) (1 when the block raised nothing) before the block's
+    exp(block - m_new) are added. Subtle: a row that has seen only -inf keeps m = -inf, and
+    -inf - (-inf) is NaN, so such rows are shifted by 0 instead: exp(-inf - 0) = 0.
+    """
+    m_new = torch.maximum(m, block.amax(dim=-1))  # (...,)
+    shift = _finite_or_zero(m_new)  # (...,)
+    l_new = l * torch.exp(m - shift) + torch.exp(block - shift[..., None]).sum(dim=-1)  # (...,)
+    return m_new, l_new
+
+
 def online_softmax_steps(x: torch.Tensor, block_size: int) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
     """Walk the last axis of ``x`` in blocks, yielding (block end, m, l) after each block.
 
@@ -49,14 +66,12 @@ def online_softmax_steps(x: torch.Tensor, block_size: int) -> Iterator[tuple[int
     maximum, the old sum is rescaled by exp(m_old - m_new): it was computed against the old
     maximum. Print the states to watch the rescaling happen.
     """
+    if block_size < 1:
+        raise ValueError(f"block_size must be positive, got {block_size}")
     m = torch.full(x.shape[:-1], float("-inf"), dtype=x.dtype, device=x.device)  # (...,)
     l = torch.zeros(x.shape[:-1], dtype=x.dtype, device=x.device)  # (...,)
     for start in range(0, x.shape[-1], block_size):
-        block = x[..., start : start + block_size]  # (..., block)
-        m_new = torch.maximum(m, block.amax(dim=-1))
-        shift = _finite_or_zero(m_new)  # a row of -inf so far shifts by 0: exp(-inf - 0) = 0, not NaN
-        l = l * torch.exp(m - shift) + torch.exp(block - shift[..., None]).sum(dim=-1)
-        m = m_new
+        m, l = online_softmax_update(m, l, x[..., start : start + block_size])
         yield min(start + block_size, x.shape[-1]), m, l
 
 
@@ -89,22 +104,65 @@ def _grouped(q, k, v, mask):
     return q_g, k_g, v_g, mask_g
 
 
-def _key_tiles(is_causal, q_start, bq, n_queries, n_keys, block_k):
-    """(start, end, on_diagonal) for each key tile that query rows [q_start, q_start + bq) read.
+def _clamp(position: int, n_keys: int) -> int:
+    return min(max(0, position), n_keys)
+
+
+def _key_tiles(is_causal, window, q_start, bq, n_queries, n_keys, block_k):
+    """(start, end, masked) for each key tile that query rows [q_start, q_start + bq) read.
 
     Causal attention has two phases, as in FlashAttention: keys before the block's first
     query position are readable by every row of the block, so those tiles need no mask and
     go in wide blocks of ``block_k``; the keys from there up to the last row's position form
     the diagonal, masked, at most ``bq`` wide. Keys after that are never read: skipped.
+
+    A sliding window (causal too) also skips the keys before the band: row p reads keys
+    (p - window, p], so the block reads (first - window, last] only, where first and last are
+    its rows' absolute positions. Of those, the keys every row reads, (last - window, first),
+    need no mask; the left edge and the diagonal do. The work per query block is then about
+    (bq + window) keys, whatever N is: linear in N at a fixed window.
     """
-    if not is_causal:
+    if not is_causal and window is None:
         return [(start, min(start + block_k, n_keys), False) for start in range(0, n_keys, block_k)]
-    offset = n_keys - n_queries  # query i sits at absolute position i + offset (bottom-right)
-    diagonal = min(max(0, q_start + offset), n_keys)  # first key some row of the block may not read
-    key_end = min(max(0, q_start + bq + offset), n_keys)  # one past the last key any row reads
-    tiles = [(start, min(start + block_k, diagonal), False) for start in range(0, diagonal, block_k)]
-    tiles += [(start, min(start + block_k, key_end), True) for start in range(diagonal, key_end, block_k)]
-    return tiles
+    first = q_start + n_keys - n_queries  # the block's first query sits at this absolute position (bottom-right)
+    last = first + bq - 1
+    diagonal = _clamp(first, n_keys)  # the masked diagonal starts here
+    key_end = _clamp(last + 1, n_keys)  # one past the last key any row reads
+    key_start, unmasked_start = 0, 0
+    if window is not None:
+        key_start = _clamp(first - window + 1, n_keys)  # the first key any row of the block reads
+        unmasked_start = min(_clamp(last - window + 1, n_keys), diagonal)  # the first key every row reads
+        if diagonal - unmasked_start < bq:  # a sliver of unmasked keys: not worth a tile of its own
+            unmasked_start = diagonal
+    runs = [(key_start, unmasked_start, True), (unmasked_start, diagonal, False), (diagonal, key_end, True)]
+    return [
+        (start, min(start + block_k, run_end), masked)
+        for run_start, run_end, masked in runs
+        for start in range(run_start, run_end, block_k)
+    ]
+
+
+def visited_pairs(
+    n_queries: int,
+    n_keys: int,
+    *,
+    is_causal: bool = False,
+    window: int | None = None,
+    block_q: int = BLOCK_Q,
+    block_k: int = BLOCK_K,
+) -> int:
+    """How many query-key scores the tiled loop computes per head, masked entries included.
+
+    Its forward work is 2·D FLOPs per score for QKᵀ and 2·Dv for the weighted values, so
+    this is the count to compare with the pairs a pattern allows (``lib.costs``): the
+    difference is the price of working in whole tiles.
+    """
+    total = 0
+    for q_start in range(0, n_queries, block_q):
+        bq = min(block_q, n_queries - q_start)
+        tiles = _key_tiles(is_causal, window, q_start, bq, n_queries, n_keys, block_k)
+        total += sum(bq * (end - start) for start, end, _ in tiles)
+    return total
 
 
 def _tile_scores(q_blk, k_blk, mask_g, causal_bias, q_start, k_start, scratch=None):
@@ -129,19 +187,24 @@ def _tile_scores(q_blk, k_blk, mask_g, causal_bias, q_start, k_start, scratch=No
     return scores
 
 
-def _diagonal_masks(cache: dict, offset: int, bq: int, bk: int, like: torch.Tensor):
-    """(bias, keep) for a causal diagonal tile, both (bq, bk): bias is -inf where column
-    j > row i + offset (the key lies in the query's future) and 0 elsewhere; keep is 1 where
-    bias is 0, else 0. Query i sits at position M - N + i (bottom-right), so
-    offset = q_start + M - N - k_start. Tiles with the same offset and shape share one pair.
+def _band_masks(cache: dict, offset: int, window: int | None, bq: int, bk: int, like: torch.Tensor):
+    """(bias, keep) for a masked tile of causal or windowed attention, both (bq, bk): bias is
+    -inf where row i may not read column j and 0 elsewhere; keep is 1 where bias is 0, else 0.
+
+    Row i may read column j iff j <= i + offset (the key is not in the query's future) and,
+    with a window, j > i + offset - window (the key is not too old). Query i sits at position
+    M - N + i (bottom-right), so offset = q_start + M - N - k_start. Tiles with the same
+    offset and shape share one pair.
 
     The bias is added rather than applied with masked_fill_: adding a small tensor broadcast
     over the heads is a plain vectorized pass, several times faster on a CPU.
     """
-    key = (offset, bq, bk)
+    key = (offset, window, bq, bk)
     if key not in cache:
-        keep = torch.ones(bq, bk, dtype=like.dtype, device=like.device).tril_(offset)
-        bias = torch.zeros_like(keep).masked_fill_(keep == 0, float("-inf"))
+        keep = torch.ones(bq, bk, dtype=like.dtype, device=like.device).tril_(offset)  # (bq, bk)
+        if window is not None:
+            keep.triu_(offset - window + 1)
+        bias = torch.zeros_like(keep).masked_fill_(keep == 0, float("-inf"))  # (bq, bk)
         cache[key] = bias, keep
     return cache[key]
 
@@ -160,7 +223,7 @@ def _exp_tile(shifted: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
     return shifted.clamp_(min=-80.0).exp_().mul_(keep)
 
 
-def _forward(q, k, v, mask, is_causal, scale, block_q, block_k):
+def _forward(q, k, v, mask, is_causal, window, scale, block_q, block_k):
     """Returns the output (..., H, N, Dv) and the row log-sum-exp (..., H, N) for backward."""
     q_g, k_g, v_g, mask_g = _grouped(q, k, v, mask)
     n_queries, n_keys = q_g.shape[-2], k_g.shape[-2]
@@ -170,7 +233,7 @@ def _forward(q, k, v, mask, is_causal, scale, block_q, block_k):
     lse = torch.empty(q_g.shape[:-1], dtype=acc_dtype, device=q.device)  # (..., Hkv, G, N)
     tile_shape = (*q_g.shape[:-2], min(block_q, n_queries), min(block_k, n_keys))  # (..., Hkv, G, bq, bk)
     scratch = torch.empty(math.prod(tile_shape), dtype=acc_dtype, device=q.device)  # one tile, reused
-    diagonal_cache: dict = {}
+    band_cache: dict = {}
     for q_start in range(0, n_queries, block_q):  # FA-2: the outer loop over query blocks
         q_blk = q_g[..., q_start : q_start + block_q, :].to(acc_dtype) * scale  # (..., Hkv, G, bq, D)
         bq = q_blk.shape[-2]
@@ -178,13 +241,13 @@ def _forward(q, k, v, mask, is_causal, scale, block_q, block_k):
         l = torch.zeros_like(m)  # (..., bq)
         acc = torch.zeros(*q_blk.shape[:-1], v_g.shape[-1], dtype=acc_dtype, device=q.device)  # (..., bq, Dv)
         every_row_has_a_max = False
-        for k_start, k_end, on_diagonal in _key_tiles(is_causal, q_start, bq, n_queries, n_keys, block_k):
+        for k_start, k_end, masked in _key_tiles(is_causal, window, q_start, bq, n_queries, n_keys, block_k):
             k_blk = k_g[..., k_start:k_end, :].to(acc_dtype)  # (..., Hkv, 1, bk, D)
             v_blk = v_g[..., k_start:k_end, :].to(acc_dtype)  # (..., Hkv, 1, bk, Dv)
             bias, keep = (None, None)
-            if on_diagonal:
+            if masked:
                 offset = q_start + n_keys - n_queries - k_start
-                bias, keep = _diagonal_masks(diagonal_cache, offset, bq, k_end - k_start, scratch)
+                bias, keep = _band_masks(band_cache, offset, window, bq, k_end - k_start, scratch)
                 if mask_g is not None:
                     keep = None  # the clamp in _exp_tile would revive entries the caller's mask removed
             scores = _tile_scores(q_blk, k_blk, mask_g, bias, q_start, k_start, scratch)
@@ -218,7 +281,7 @@ def _forward(q, k, v, mask, is_causal, scale, block_q, block_k):
     return out.reshape(out_shape), lse.reshape(q.shape[:-1])
 
 
-def _backward(grad_out, q, k, v, out, lse, mask, is_causal, scale, block_q, block_k):
+def _backward(grad_out, q, k, v, out, lse, mask, is_causal, window, scale, block_q, block_k):
     """FlashAttention-2's backward: recompute each tile's probabilities from q, k and the saved
     log-sum-exp, and accumulate dq, dk, dv tile by tile (Dao 2023, Algorithm 2)."""
     q_g, k_g, v_g, mask_g = _grouped(q, k, v, mask)
@@ -231,19 +294,19 @@ def _backward(grad_out, q, k, v, out, lse, mask, is_causal, scale, block_q, bloc
     dq = torch.zeros(q_g.shape, dtype=acc_dtype, device=q.device)  # (..., Hkv, G, N, D)
     dk = torch.zeros(k_g.shape[:-3] + k_g.shape[-2:], dtype=acc_dtype, device=q.device)  # (..., Hkv, M, D)
     dv = torch.zeros(v_g.shape[:-3] + v_g.shape[-2:], dtype=acc_dtype, device=q.device)  # (..., Hkv, M, Dv)
-    diagonal_cache: dict = {}
+    band_cache: dict = {}
     for q_start in range(0, n_queries, block_q):
         q_blk = q_g[..., q_start : q_start + block_q, :].to(acc_dtype) * scale  # (..., Hkv, G, bq, D)
         bq = q_blk.shape[-2]
         rows = slice(q_start, q_start + bq)
         lse_blk = lse_g[..., rows].to(acc_dtype)[..., None]  # (..., bq, 1)
-        for k_start, k_end, on_diagonal in _key_tiles(is_causal, q_start, bq, n_queries, n_keys, block_k):
+        for k_start, k_end, masked in _key_tiles(is_causal, window, q_start, bq, n_queries, n_keys, block_k):
             cols = slice(k_start, k_end)
             k_blk, v_blk = k_g[..., cols, :].to(acc_dtype), v_g[..., cols, :].to(acc_dtype)  # (..., Hkv, 1, bk, ·)
             bias = None
-            if on_diagonal:
+            if masked:
                 offset = q_start + n_keys - n_queries - k_start
-                bias, _ = _diagonal_masks(diagonal_cache, offset, bq, k_end - k_start, q_blk)
+                bias, _ = _band_masks(band_cache, offset, window, bq, k_end - k_start, q_blk)
             scores = _tile_scores(q_blk, k_blk, mask_g, bias, q_start, k_start)
             # p = exp(s - lse), the forward's probabilities again. A row that reads nothing has
             # lse = -inf and only -inf scores: shifted by 0 instead, its p is exp(-inf) = 0.
@@ -261,17 +324,17 @@ class TiledAttention(torch.autograd.Function):
     """Saves q, k, v, the output and the row log-sum-exp: O(N) extra, never the (N, M) matrix."""
 
     @staticmethod
-    def forward(ctx, q, k, v, mask, is_causal, scale, block_q, block_k):
-        out, lse = _forward(q, k, v, mask, is_causal, scale, block_q, block_k)
+    def forward(ctx, q, k, v, mask, is_causal, window, scale, block_q, block_k):
+        out, lse = _forward(q, k, v, mask, is_causal, window, scale, block_q, block_k)
         ctx.save_for_backward(q, k, v, out, lse, mask)
-        ctx.settings = (is_causal, scale, block_q, block_k)
+        ctx.settings = (is_causal, window, scale, block_q, block_k)
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
         q, k, v, out, lse, mask = ctx.saved_tensors
         dq, dk, dv = _backward(grad_out, q, k, v, out, lse, mask, *ctx.settings)
-        return dq, dk, dv, None, None, None, None, None  # the mask is a constant
+        return dq, dk, dv, None, None, None, None, None, None  # the mask is a constant
 
 
 def tiled_attention(
@@ -281,6 +344,7 @@ def tiled_attention(
     mask: torch.Tensor | None = None,
     *,
     is_causal: bool = False,
+    window: int | None = None,
     scale: float | None = None,
     block_q: int = BLOCK_Q,
     block_k: int = BLOCK_K,
@@ -290,9 +354,17 @@ def tiled_attention(
     Shapes, grouped-query heads, bool/float masks, bottom-right ``is_causal`` and the zero
     rows for queries with nothing to read are all as in ``lib.attention``. Differentiable
     with FlashAttention's backward. A float mask is treated as a constant (no gradient).
+
+    ``window``: a causal sliding window. Equals ``attention(q, k, v,
+    sliding_window_mask(N, M, window))`` (combined with ``mask`` by "and"), and visits only
+    the key tiles that overlap the band, forward and backward, so at a fixed window the
+    work grows linearly in N. A window implies causal attention, with or without is_causal.
     """
     validate_attention_inputs(q, k, v, mask)
+    if window is not None and (isinstance(window, bool) or not isinstance(window, numbers.Integral) or window < 1):
+        raise ValueError(f"window must be a positive integer or None, got {window!r}")
     scale = resolve_scale(scale, q)  # rejects inf, NaN and non-numbers, as attention does
     if block_q < 1 or block_k < 1:
         raise ValueError(f"block sizes must be positive, got block_q={block_q}, block_k={block_k}")
-    return TiledAttention.apply(q, k, v, mask, is_causal, scale, block_q, block_k)
+    window = None if window is None else int(window)
+    return TiledAttention.apply(q, k, v, mask, is_causal, window, scale, block_q, block_k)

@@ -33,3 +33,36 @@ def test_attention_benchmark_writes_its_csv(tmp_path, capsys):
 def test_attention_sweep_runs(capsys):
     main(["attention", "--sweep", "--sizes", "128", "--repeats", "1", "--blocks", "32x64"])
     assert "block_q=  32 block_k=  64" in capsys.readouterr().out
+
+
+def test_attention_window_mode_writes_its_csv_and_doubling_ratios(tmp_path, capsys):
+    import csv
+
+    out = tmp_path / "window.csv"
+    main(["attention", "--window", "16", "--sizes", "64", "128", "--repeats", "1", "--out", str(out)])
+    rows = list(csv.DictReader(out.open()))
+    assert {row["impl"] for row in rows} == {"tiled", "tiled-causal", "tiled-window", "linear-causal"}
+    assert {row["n"] for row in rows} == {"64", "128"}
+    assert {row["window"] for row in rows if row["impl"] == "tiled-window"} == {"16"}
+    assert all(float(row["ratio_to_half_n"]) > 0 for row in rows if row["n"] == "128")
+    assert all(row["ratio_to_half_n"] == "" for row in rows if row["n"] == "64")
+    printed = capsys.readouterr().out
+    assert "N=128 / N=64:" in printed and "windowed tiled (w=16)" in printed and "dense tiled" in printed
+
+
+def test_layer_latency_times_every_size_in_every_round():
+    from lib.bench.attention import layer_latency, paired_ratio
+
+    times = layer_latency([16, 32], d_model=16, heads=2, repeats=2)
+    assert set(times) == {16, 32} and all(len(values) == 2 and min(values) > 0 for values in times.values())
+    assert paired_ratio(times, 32, 16) > 0
+
+
+def test_load_results_reads_the_recorded_cpu_run():
+    from lib.bench.attention import load_results, series
+
+    rows = load_results("attention_cpu.csv")
+    assert {"naive", "tiled", "sdpa"} <= {row["impl"] for row in rows}
+    sizes, times = series(rows, "tiled", False)
+    assert sizes == sorted(sizes) and len(sizes) == len(times) and all(isinstance(t, float) for t in times)
+    assert load_results("no_such_run.csv") == []

@@ -14,7 +14,10 @@ from lib.costs import (
     global_local_pairs,
     layer_flops,
     linear_attention_cost,
+    linear_attention_flops,
+    pattern_flops,
     pattern_mask,
+    pattern_pairs,
     score_matrix_bytes,
     window_pairs,
 )
@@ -75,3 +78,26 @@ def test_window_and_linear_grow_linearly():
     assert counts["dense"] > counts["causal"] > counts["window (w=256)"]
     with pytest.raises(ValueError, match="pattern must be"):
         pattern_mask("banded", 4)
+
+
+def test_pattern_flops_agree_with_the_layer_model_and_the_pair_counts():
+    d_model, heads = 512, 8
+    for n in (64, 1000):
+        dense = pattern_flops("dense", n, head_dim=d_model // heads, heads=heads)
+        assert dense == layer_flops(n, d_model).pairwise
+        assert pattern_flops("causal", n, head_dim=64) == 4 * 64 * causal_pairs(n)
+    assert pattern_pairs("window", 100, window=10) == pattern_mask("window", 100, window=10).sum()
+    assert pattern_pairs("global+local", 100, window=5, n_global=3) == global_local_pairs(100, 5, 3)
+    assert pattern_pairs("linear", 100) is None
+    assert pattern_flops("linear", 4096, head_dim=64) == linear_attention_flops(4096, 4096, 64)
+    with pytest.raises(ValueError, match="pattern must be one of"):
+        pattern_pairs("strided", 10)
+
+
+def test_fixed_window_and_global_patterns_grow_linearly_dense_quadratically():
+    for pattern in ("window", "global+local", "linear"):
+        ratio = pattern_flops(pattern, 65536, window=256, n_global=16) / pattern_flops(
+            pattern, 32768, window=256, n_global=16
+        )
+        assert ratio == pytest.approx(2.0, rel=0.02), pattern
+    assert pattern_flops("dense", 8192) == 4 * pattern_flops("dense", 4096)

@@ -6,9 +6,17 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
+from torch.utils.flop_counter import FlopCounterMode
 
-from lib.attention import attention, causal_mask, softmax
-from lib.tiled_softmax import online_softmax, online_softmax_steps, tiled_attention
+from lib.attention import attention, causal_mask, sliding_window_mask, softmax
+from lib.tiled_softmax import (
+    _key_tiles,
+    online_softmax,
+    online_softmax_steps,
+    online_softmax_update,
+    tiled_attention,
+    visited_pairs,
+)
 
 
 def random_qkv(batch, h, h_kv, n, m, d, d_v, dtype=torch.float64, seed=0):
@@ -35,6 +43,19 @@ def test_online_softmax_state_rescales_when_the_max_grows():
     # after block 2 the old sum exp(1 - 1) = 1 is rescaled to exp(1 - 5), then exp(0) is added
     expected_l = [1.0, math.exp(-4) + 1, math.exp(-4) + 1 + math.exp(-3)]
     assert [l.item() for _, _, l in steps] == pytest.approx(expected_l)
+
+
+def test_online_softmax_update_by_hand():
+    # a block that raises nothing keeps m and only adds; a row of -inf so far takes the block as is
+    m, l = torch.tensor([3.0, float("-inf")]), torch.tensor([2.0, 0.0])
+    block = torch.tensor([[1.0, 3.0], [0.5, float("-inf")]])
+    m_new, l_new = online_softmax_update(m, l, block)
+    assert m_new.tolist() == [3.0, 0.5]
+    assert l_new.tolist() == pytest.approx([2.0 + math.exp(-2) + 1.0, 1.0])
+    m_all, l_all = online_softmax_update(
+        torch.tensor([float("-inf")]), torch.tensor([0.0]), torch.full((1, 3), -math.inf)
+    )
+    assert m_all.item() == float("-inf") and l_all.item() == 0.0
 
 
 # (batch, H, Hkv, N, M, D, Dv, block_q, block_k): N and M off the blocks, N = 1, M != N, GQA
@@ -172,3 +193,112 @@ def test_bad_input_is_reported_like_lib_attention():
     q, k, v = random_qkv((1,), 2, 2, 5, 5, 4, 4)
     with pytest.raises(ValueError, match="block sizes must be positive"):
         tiled_attention(q, k, v, block_q=0)
+
+
+# --- sliding windows: only the band's tiles, equal to masked dense attention ---------------
+
+# (batch, H, Hkv, N, M, D, Dv, block_q, block_k, window): windows narrower and wider than the
+# blocks, N != M both ways (rows before the first key read nothing), one query, GQA
+WINDOW_SHAPES = [
+    ((2,), 4, 2, 37, 53, 8, 6, 8, 16, 5),
+    ((1,), 2, 2, 64, 64, 8, 8, 8, 8, 1),
+    ((1,), 2, 1, 64, 64, 8, 8, 16, 8, 24),
+    ((), 3, 3, 40, 25, 4, 4, 8, 4, 9),
+    ((1,), 2, 2, 1, 29, 8, 8, 4, 8, 7),
+    ((1,), 2, 2, 30, 30, 4, 4, 8, 16, 100),  # wider than the sequence: plain causal
+    ((1,), 8, 2, 70, 70, 16, 16, 256, 1024, 16),  # the default-sized blocks
+]
+
+
+@pytest.mark.parametrize("shape", WINDOW_SHAPES)
+def test_window_matches_masked_attention_outputs_and_gradients(shape):
+    batch, h, h_kv, n, m, d, d_v, block_q, block_k, window = shape
+    inputs = random_qkv(batch, h, h_kv, n, m, d, d_v, seed=11)
+    ours = [t.clone().requires_grad_() for t in inputs]
+    ref = [t.clone().requires_grad_() for t in inputs]
+    upstream = torch.randn(*batch, h, n, d_v, generator=torch.Generator().manual_seed(12), dtype=torch.float64)
+    got = tiled_attention(*ours, window=window, block_q=block_q, block_k=block_k)
+    expected = attention(*ref, sliding_window_mask(n, m, window))
+    torch.testing.assert_close(got, expected, atol=1e-10, rtol=0)
+    (got * upstream).sum().backward()
+    (expected * upstream).sum().backward()
+    for name, a, b in zip("qkv", ours, ref, strict=True):
+        torch.testing.assert_close(a.grad, b.grad, atol=1e-10, rtol=0, msg=name)
+
+
+@pytest.mark.parametrize("mask_kind", ["bool", "float"])
+def test_window_combines_with_a_mask_and_is_causal(mask_kind):
+    q, k, v = random_qkv((2,), 4, 2, 33, 41, 8, 8, seed=13)
+    gen = torch.Generator().manual_seed(14)
+    if mask_kind == "bool":
+        mask = torch.rand(2, 1, 33, 41, generator=gen) > 0.3
+    else:
+        mask = torch.randn(33, 41, generator=gen, dtype=torch.float64)
+    band = sliding_window_mask(33, 41, 6)
+    expected = attention(q, k, v, mask & band if mask_kind == "bool" else mask.masked_fill(~band, float("-inf")))
+    for is_causal in (False, True):
+        got = tiled_attention(q, k, v, mask, is_causal=is_causal, window=6, block_q=8, block_k=8)
+        torch.testing.assert_close(got, expected, atol=1e-10, rtol=0)
+
+
+def test_window_float32_against_float64():
+    q, k, v = random_qkv((1,), 4, 4, 300, 300, 32, 32, seed=15)
+    expected = attention(q, k, v, sliding_window_mask(300, 300, 50))
+    got = tiled_attention(q.float(), k.float(), v.float(), window=50, block_q=64, block_k=128)
+    torch.testing.assert_close(got.double(), expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("n, m, block_q, block_k, window", [(64, 64, 8, 8, 5), (37, 53, 8, 16, 20), (50, 20, 16, 4, 3)])
+def test_window_tiles_cover_the_band_and_little_more(n, m, block_q, block_k, window):
+    """Every key a block's rows may read lies in one of its tiles; no tile is wholly outside
+    the band; the unmasked tiles hold only keys every row of the block reads."""
+    band = sliding_window_mask(n, m, window)
+    for q_start in range(0, n, block_q):
+        rows = band[q_start : q_start + block_q]
+        bq = rows.shape[0]
+        tiles = _key_tiles(False, window, q_start, bq, n, m, block_k)
+        visited = torch.zeros(m, dtype=torch.bool)
+        for start, end, masked in tiles:
+            assert not visited[start:end].any(), "a key visited twice"
+            visited[start:end] = True
+            assert rows[:, start:end].any(), "a tile outside the band"
+            if not masked:
+                assert rows[:, start:end].all()
+        assert not (rows.any(dim=0) & ~visited).any(), "a readable key skipped"
+
+
+def test_window_work_grows_linearly_and_dense_work_quadratically():
+    """Counted multiply-adds (torch's FLOP counter), forward and backward: doubling N doubles
+    the windowed work and quadruples the dense work."""
+
+    def flops(n, window):
+        q, k, v = (t.requires_grad_() for t in random_qkv((1,), 2, 2, n, n, 8, 8, dtype=torch.float32))
+        with FlopCounterMode(display=False) as counter:
+            tiled_attention(q, k, v, is_causal=True, window=window, block_q=32, block_k=64).sum().backward()
+        return counter.get_total_flops()
+
+    windowed = flops(2048, 64) / flops(1024, 64)
+    dense = flops(2048, None) / flops(1024, None)
+    assert 1.9 <= windowed <= 2.1
+    assert 3.8 <= dense <= 4.2
+
+
+def test_bad_window_is_reported():
+    q, k, v = random_qkv((1,), 2, 2, 5, 5, 4, 4)
+    for window in (0, -3, 2.5, True):
+        with pytest.raises(ValueError, match="window must be a positive integer"):
+            tiled_attention(q, k, v, window=window)
+
+
+@pytest.mark.parametrize("is_causal, window", [(False, None), (True, None), (True, 40), (False, 7)])
+def test_visited_pairs_is_the_forward_work(is_causal, window):
+    """4·D FLOPs per visited score (QKᵀ and AV with Dv = D), as torch's counter sees them."""
+    n, m, heads, d = 150, 170, 2, 8
+    q, k, v = random_qkv((1,), heads, heads, n, m, d, d, dtype=torch.float32, seed=16)
+    with FlopCounterMode(display=False) as counter:
+        tiled_attention(q, k, v, is_causal=is_causal, window=window, block_q=32, block_k=64)
+    pairs = visited_pairs(n, m, is_causal=is_causal, window=window, block_q=32, block_k=64)
+    assert counter.get_total_flops() == 4 * d * heads * pairs
+    if window:  # every allowed pair, and at most the block_q + window - 1 keys a block's rows may read
+        assert sliding_window_mask(n, m, window).sum() <= pairs <= n * (32 + window - 1)
+    assert visited_pairs(n, m, block_q=32, block_k=64) == n * m

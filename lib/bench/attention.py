@@ -3,6 +3,7 @@
     python -m lib.bench attention                  # CPU, fp32, N = 512 .. 8192
     python -m lib.bench attention --device cuda    # GPU, bf16, N = 512 .. 32768, d = 64 and 128
     python -m lib.bench attention --sweep          # tiled block sizes at N = 4096 (CPU)
+    python -m lib.bench attention --window 256     # dense vs windowed tiled vs linear, N = 1024 .. 8192
 
 B = 1, 8 heads. Time is the median of ``--repeats`` calls, the implementations taking turns
 in every round so that a noisy neighbour slows them all alike. Peak memory is the rise above
@@ -31,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from lib.attention import attention
+from lib.linear_attention import linear_attention
 from lib.tiled_softmax import tiled_attention
 
 RESULTS = Path(__file__).resolve().parents[2] / "chapters" / "results"
@@ -258,6 +260,107 @@ def sweep(args: argparse.Namespace) -> None:
               f"causal / full = {paired_ratio(t, ('tiled', True), ('tiled', False)):.2f}")  # fmt: skip
 
 
+def pattern_implementations(window: int) -> dict[str, tuple[Callable, bool]]:
+    """name -> (f(q, k, v), causal) for the patterns of ``--window``: the same tiled loop
+    reading every key, the causal half, or only a band of ``window`` keys; and linear attention."""
+    return {
+        "tiled": (lambda q, k, v: tiled_attention(q, k, v), False),
+        "tiled-causal": (lambda q, k, v: tiled_attention(q, k, v, is_causal=True), True),
+        "tiled-window": (lambda q, k, v: tiled_attention(q, k, v, window=window), True),
+        "linear-causal": (lambda q, k, v: linear_attention(q, k, v, is_causal=True), True),
+    }
+
+
+def windowed(args: argparse.Namespace) -> list[dict]:
+    """Time against N at a fixed window, every implementation and every N in the same rounds,
+    so that time(2N) / time(N) is a ratio measured side by side."""
+    device = args.device
+    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    window = args.window
+    sizes = sorted(args.sizes or [1024, 2048, 4096, 8192])
+    head_dim = (args.head_dims or [64])[0]
+    impls = pattern_implementations(window)
+    today = datetime.date.today().isoformat()
+    name = device_name(device)
+    print(f"{name}, torch {torch.__version__}, {dtype}, B=1, heads={N_HEADS}, d={head_dim}, window={window}, {today}")
+    inputs = {n: make_inputs(n, head_dim, dtype, device) for n in sizes}
+    cases = {(impl, n): functools.partial(fn, *inputs[n]) for n in sizes for impl, (fn, _) in impls.items()}
+    times = time_round_robin(cases, args.repeats, device)
+    rows = []
+    for (impl, n), values in times.items():
+        seconds = statistics.median(values)
+        # time(N) / time(N/2), paired round by round: steadier on a busy machine than a ratio of medians
+        half = (impl, n // 2)
+        ratio = round(paired_ratio(times, (impl, n), half), 3) if n % 2 == 0 and half in times else ""
+        rows.append({
+            "device": device, "device_name": name, "torch": torch.__version__, "date": today,
+            "impl": impl, "n": n, "heads": N_HEADS, "head_dim": head_dim,
+            "dtype": str(dtype).removeprefix("torch."), "causal": impls[impl][1],
+            "window": window if impl == "tiled-window" else "", "median_ms": round(seconds * 1e3, 3),
+            "ratio_to_half_n": ratio,
+        })  # fmt: skip
+        print(f"  N={n:6d} {impl:14} {seconds * 1e3:10.2f} ms")
+    out = Path(args.out or RESULTS / f"attention_window_{device}.csv")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"\nwrote {out}")
+    print("\nTime when N doubles (medians over rounds of side-by-side ratios):")
+    print("\n".join(doubling_ratios(times, sizes, list(impls), window)))
+    return rows
+
+
+def doubling_ratios(times: dict, sizes: list[int], impls: list[str], window: int) -> list[str]:
+    """One line per doubling of N: time(2N) / time(N) for each implementation, side by side."""
+    labels = {"tiled-window": f"windowed tiled (w={window})", "tiled": "dense tiled", "tiled-causal": "causal tiled"}
+    lines = []
+    for small, large in zip(sizes, sizes[1:], strict=False):
+        if large != 2 * small:
+            continue
+        parts = [
+            f"{labels.get(impl, impl)} {paired_ratio(times, (impl, large), (impl, small)):.2f}x"
+            for impl in impls
+            if (impl, small) in times and (impl, large) in times
+        ]
+        lines.append(f"  N={large} / N={small}: " + "   ".join(parts))
+    return lines
+
+
+def load_results(name: str = "attention_cpu.csv") -> list[dict]:
+    """Rows of a recorded CSV under chapters/results, numbers as numbers: [] if none recorded."""
+    path = RESULTS / name
+    if not path.exists():
+        return []
+    with path.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    for row in rows:
+        row["n"], row["causal"] = int(row["n"]), row["causal"] == "True"
+        for key in ("median_ms", "peak_extra_mib", "ratio_to_half_n"):
+            if row.get(key):
+                row[key] = float(row[key])
+    return rows
+
+
+def series(rows: list[dict], impl: str, causal: bool, key: str = "median_ms") -> tuple[list[int], list[float]]:
+    """(Ns, values) of one implementation in recorded rows, sorted by N."""
+    points = sorted((row["n"], row[key]) for row in rows if row["impl"] == impl and row["causal"] == causal)
+    return [n for n, _ in points], [value for _, value in points]
+
+
+def layer_latency(sizes: list[int], *, d_model: int = 256, heads: int = 4, repeats: int = 3, seed: int = 0) -> dict:
+    """Seconds per round of one transformer layer's forward pass (torch's
+    ``nn.TransformerEncoderLayer``, FFN 4d, B = 1, inference) at each N, every N in the same
+    rounds: {N: [seconds, ...]}. Small enough to run inside a notebook cell."""
+    torch.manual_seed(seed)
+    layer = torch.nn.TransformerEncoderLayer(d_model, heads, 4 * d_model, dropout=0.0, batch_first=True).eval()
+    gen = torch.Generator().manual_seed(seed)
+    inputs = {n: torch.randn(1, n, d_model, generator=gen) for n in sizes}  # (1, N, d_model) each
+    with torch.inference_mode():
+        return time_round_robin({n: functools.partial(layer, inputs[n]) for n in sizes}, repeats, "cpu")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--sizes", type=int, nargs="+", help="sequence lengths N")
@@ -266,6 +369,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurements")
     parser.add_argument("--out", help="CSV path (default chapters/results/attention_<device>.csv)")
     parser.add_argument("--sweep", action="store_true", help="time tiled block sizes against SDPA instead")
+    parser.add_argument(
+        "--window",
+        type=int,
+        help="time dense, causal and windowed tiled attention and linear attention against N at this window",
+    )
     parser.add_argument(
         "--blocks",
         type=lambda text: tuple(map(int, text.split("x"))),
@@ -279,6 +387,10 @@ def main(args: argparse.Namespace) -> None:
         raise SystemExit("--device cuda: no CUDA device here")
     if args.sweep:
         sweep(args)
+    elif args.window is not None:
+        if args.window < 1:
+            raise SystemExit(f"--window must be positive, got {args.window}")
+        windowed(args)
     else:
         run(args)
 

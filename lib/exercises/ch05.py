@@ -1,0 +1,332 @@
+"""Chapter 5's check-yourself exercises: costs, online softmax, tiles, windows, sparse patterns.
+
+Every expected value is computed by lib (``lib.costs``, ``lib.tiled_softmax``) from numbers
+other than the ones the chapter prints, and each wrong answer is the result of one mistake
+the lesson warns about, with numbers picked so that no two mistakes give the same answer.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from lib.costs import MIB, causal_pairs, global_local_pairs, layer_flops, score_matrix_bytes, window_pairs
+from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswer
+from lib.tiled_softmax import online_softmax_update
+
+INF = float("inf")
+
+# --- 5.score-mib: B = 3, h = 16, N = 2048, fp32 (4 bytes) ---------------------------------
+_B, _H, _N, _S = 3, 16, 2048, 4
+_SCORE_MIB = score_matrix_bytes(_N, heads=_H, batch=_B, bytes_per_element=_S) / MIB  # 768
+
+# --- 5.total-doubling: d = 2048, f = 4d, N = 4096 -> 8192 ---------------------------------
+_SMALL, _LARGE = layer_flops(4096, 2048), layer_flops(8192, 2048)
+_TOTAL_FACTOR = _LARGE.total / _SMALL.total  # pairwise is a quarter of the work at N = 4096: 2.5
+
+# --- 5.raised-max: state (m, l) = (2, 1.5), next block [1, 4] ------------------------------
+_M_OLD, _L_OLD, _BLOCK = 2.0, 1.5, (1.0, 4.0)
+_M_NEW = max(_M_OLD, *_BLOCK)
+_BLOCK_SUM = sum(math.exp(x - _M_NEW) for x in _BLOCK)  # e^-3 + 1
+_L_NEW = _L_OLD * math.exp(_M_OLD - _M_NEW) + _BLOCK_SUM  # ≈ 1.2528
+
+# --- 5.causal-tiles: N = 1024, 64 x 64 tiles -----------------------------------------------
+_BLOCKS = 1024 // 64
+_CAUSAL_TILES = _BLOCKS * (_BLOCKS + 1) // 2  # query block i visits i unmasked tiles and 1 diagonal: 136
+
+# --- 5.window-edges: N = 10, causal window w = 4 ------------------------------------------
+_WINDOW_EDGES = window_pairs(10, 4)  # 4 + 3 + 2 + 1 cut short, then 6 rows of 4: 34
+
+# --- 5.global-edges: N = 16, |i - j| < 3, g = 2 global tokens -----------------------------
+_GN, _GW, _GG = 16, 3, 2
+_BAND = global_local_pairs(_GN, _GW, 0)  # the band alone: 74
+_GLOBAL_EDGES = global_local_pairs(_GN, _GW, _GG)  # 124
+
+CHAPTER_5 = (
+    ValueExercise(
+        id="5.score-mib",
+        question=(
+            f"Naive attention stores one score matrix for a batch of B = {_B} sequences, h = {_H} heads, "
+            f"N = {_N} tokens, in float32 (4 bytes). How many MiB is that one matrix?"
+        ),
+        expected=_SCORE_MIB,
+        explanation=(
+            f"B·h·N²·s = {_B}·{_H}·{_N}²·{_S} bytes = {_SCORE_MIB:.0f} MiB (1 MiB = 2²⁰ bytes). "
+            "The weights after the softmax are another matrix of the same size."
+        ),
+        hints=("Count the entries, B·h·N·N, then multiply by the bytes per entry.",),
+        wrong_answers=(
+            WrongAnswer(_SCORE_MIB / _B, "That is one sequence: every sequence in the batch has its own matrix (×B)."),
+            WrongAnswer(_SCORE_MIB / _H, "That is one head: every head has its own N×N scores (×h)."),
+            WrongAnswer(_SCORE_MIB / 2, "You used 2 bytes per entry; float32 takes 4."),
+            WrongAnswer(_SCORE_MIB / _S, "You counted entries, not bytes: multiply by 4 bytes per float32."),
+            WrongAnswer(_SCORE_MIB / _N, "You used N entries per head instead of N²: every query scores every key."),
+            WrongAnswer(
+                _SCORE_MIB * MIB / 1e6,
+                "That is in decimal megabytes (10⁶ bytes); a MiB is 2²⁰ = 1,048,576 bytes.",
+            ),
+        ),
+        atol=0.5,
+    ),
+    ValueExercise(
+        id="5.total-doubling",
+        question=(
+            "A layer has d = 2048, an FFN of width 4d, and dense attention. N goes from 4096 to 8192. "
+            "By what factor do its modeled FLOPs (QKᵀ, AV, four projections, FFN) grow?"
+        ),
+        expected=_TOTAL_FACTOR,
+        explanation=(
+            f"At N = 4096 the pairwise terms (4N²d) are {_SMALL.pairwise / _SMALL.total:.0%} of the total and the "
+            f"linear ones (24Nd²) {_SMALL.linear / _SMALL.total:.0%}. Doubling N multiplies the first by 4 and the "
+            f"second by 2: 0.25·4 + 0.75·2 = {_TOTAL_FACTOR:.2f}. The total need not quadruple."
+        ),
+        hints=("Split the FLOPs into the N²d terms and the Nd² terms; compare their sizes at N = 4096 first.",),
+        wrong_answers=(
+            WrongAnswer(4.0, "Only the pairwise terms quadruple; projections and the FFN just double."),
+            WrongAnswer(2.0, "The attention scores and AV grow with N², so they quadruple: the total grows by more."),
+            WrongAnswer(3.0, "You averaged 4 and 2; weight each by its share of the FLOPs at N = 4096."),
+        ),
+        atol=0.01,
+    ),
+    ValueExercise(
+        id="5.raised-max",
+        question=(
+            f"An online softmax row has m = {_M_OLD:g} and l = {_L_OLD:g}. The next block of scores is "
+            f"{list(_BLOCK)}. What are [m, l] after the block?"
+        ),
+        expected=[_M_NEW, _L_NEW],
+        explanation=(
+            f"The block raises the max to {_M_NEW:g}. The old sum was taken against exp(x - {_M_OLD:g}), so it is "
+            f"rescaled by exp({_M_OLD:g} - {_M_NEW:g}): {_L_OLD:g}·e⁻² + e⁻³ + e⁰ ≈ {_L_NEW:.4f}."
+        ),
+        hints=("New m = max(old m, block max). Multiply the old l by exp(m_old − m_new), then add the block's terms.",),
+        wrong_answers=(
+            WrongAnswer(
+                [_M_NEW, _L_OLD + _BLOCK_SUM],
+                "You added the block without rescaling the old sum: it was computed against m = 2, and must be "
+                "multiplied by exp(2 − 4) before it can be added to terms taken against m = 4.",
+            ),
+            WrongAnswer(
+                [_M_NEW, _L_OLD * math.exp(_M_NEW - _M_OLD) + _BLOCK_SUM],
+                "The rescale factor is upside down: it is exp(m_old − m_new) ≤ 1, which shrinks the old sum.",
+            ),
+            WrongAnswer(
+                [_M_NEW, _BLOCK_SUM],
+                "That is the block's sum alone: the state keeps everything seen so far, so add the rescaled old l.",
+            ),
+            WrongAnswer(
+                [_M_OLD, _L_OLD + sum(math.exp(x - _M_OLD) for x in _BLOCK)],
+                "You kept m = 2 although the block holds a 4: m is the running maximum and must be raised.",
+            ),
+        ),
+        atol=1e-3,
+    ),
+    ValueExercise(
+        id="5.is-flash-exact",
+        question=(
+            "Which statement is true? Answer 1, 2, 3 or 4. "
+            "(1) FlashAttention approximates softmax attention by dropping small scores. "
+            "(2) FlashAttention computes the same softmax attention, exact up to floating-point rounding, "
+            "and mainly saves memory traffic. "
+            "(3) FlashAttention turns the N² attention arithmetic into O(N). "
+            "(4) elu+1 linear attention gives the same outputs as FlashAttention with less work."
+        ),
+        expected=2,
+        explanation=(
+            "Tiling and the online softmax reproduce one global softmax; the outputs differ from naive attention "
+            "only by rounding. The arithmetic stays quadratic (the backward pass even recomputes the scores); "
+            "what shrinks is the memory that holds them and the traffic to it."
+        ),
+        hints=("Compare the maximum difference between tiled and naive attention in float64 in this chapter.",),
+        wrong_answers=(
+            WrongAnswer(
+                1, "Nothing is dropped: every score enters the softmax, one tile at a time (exact, not sparse)."
+            ),
+            WrongAnswer(
+                3,
+                "Every query still meets every key: QKᵀ and AV are still N²d work, and backward recomputes them. "
+                "FlashAttention saves memory and data movement, not arithmetic.",
+            ),
+            WrongAnswer(
+                4,
+                "Linear attention replaces exp(q·k) by φ(q)·φ(k): a different (approximate) model whose outputs "
+                "differ, as the chapter's printed error shows. FlashAttention computes the exact softmax.",
+            ),
+        ),
+        atol=0.1,
+    ),
+    ValueExercise(
+        id="5.causal-tiles",
+        question=(
+            "Causal self-attention with N = 1024 runs in 64×64 tiles (64 queries by 64 keys). The loop skips every "
+            "tile wholly in the future. How many tiles does it visit?"
+        ),
+        expected=_CAUSAL_TILES,
+        explanation=(
+            f"There are {_BLOCKS} query blocks; block i (from 0) visits i tiles below the diagonal and 1 on it: "
+            f"1 + 2 + … + {_BLOCKS} = {_CAUSAL_TILES}, a little over half of the {_BLOCKS**2} dense tiles."
+        ),
+        hints=("Count the tiles row of tiles by row of tiles: the first query block reads one tile, the next two, …",),
+        wrong_answers=(
+            WrongAnswer(_BLOCKS**2, "That is every tile: the tiles above the diagonal are in the future and skipped."),
+            WrongAnswer(_BLOCKS**2 // 2, "Exactly half leaves out the diagonal: those tiles are half readable."),
+            WrongAnswer(
+                _BLOCKS * (_BLOCKS - 1) // 2,
+                "You left out the diagonal tiles. Each query reads its own key, so the diagonal must be visited.",
+            ),
+            WrongAnswer(causal_pairs(1024), "That counts query-key pairs, not 64×64 tiles."),
+        ),
+        atol=0.5,
+    ),
+    ValueExercise(
+        id="5.window-edges",
+        question=(
+            "A causal sliding window of w = 4: each query reads itself and the 3 keys before it, if they exist. "
+            "How many query-key pairs does it allow in a sequence of N = 10 tokens?"
+        ),
+        expected=_WINDOW_EDGES,
+        explanation=(
+            "The first three queries have fewer than 4 keys to read (1, 2, 3); the remaining 7 read 4 each: "
+            f"1 + 2 + 3 + 7·4 = {_WINDOW_EDGES}. At fixed w, that grows like N·w."
+        ),
+        hints=("Write down how many keys queries 0, 1, 2, … may read.",),
+        wrong_answers=(
+            WrongAnswer(10 * 4, "N·w forgets that the first queries have fewer than w keys before them."),
+            WrongAnswer(causal_pairs(10), "That is full causal attention, with no window."),
+            WrongAnswer(10 * 10, "That is dense attention: every query reads every key."),
+            WrongAnswer(
+                global_local_pairs(10, 4, 0),
+                "That is a two-sided window, |i − j| < 4. This window is causal: no key after the query.",
+            ),
+        ),
+        atol=0.5,
+    ),
+    ValueExercise(
+        id="5.global-edges",
+        question=(
+            f"A sparse pattern on N = {_GN} tokens: every query reads the keys with |i − j| < {_GW} (a two-sided "
+            f"band), and the first {_GG} tokens are global: they read every key and every query reads them. "
+            "How many query-key pairs are allowed?"
+        ),
+        expected=_GLOBAL_EDGES,
+        explanation=(
+            f"The band alone has {_BAND} pairs. The global rows and columns add 2·g·N − g² = "
+            f"{2 * _GG * _GN - _GG**2} pairs, of which those already in the band are counted once only: "
+            f"{_GLOBAL_EDGES}. Sparse patterns cost what their actual edges cost, plus the kernel's overhead."
+        ),
+        hints=("Count the band, then the global rows and columns, then subtract every pair you counted twice.",),
+        wrong_answers=(
+            WrongAnswer(_BAND, "That is the band alone: the global tokens' rows and columns add pairs."),
+            WrongAnswer(
+                _BAND + 2 * _GG * _GN - _GG**2,
+                "You counted the pairs where the band and the global rows/columns overlap twice.",
+            ),
+            WrongAnswer(
+                _BAND + 2 * _GG * _GN,
+                "You counted the global block (global to global) and the band's overlap twice.",
+            ),
+            WrongAnswer(_GN * _GN, "That is dense attention."),
+        ),
+        atol=0.5,
+    ),
+)
+
+
+def online_softmax_update_stacked(m: torch.Tensor, l: torch.Tensor, block: torch.Tensor) -> torch.Tensor:
+    """The reference for 5.online-softmax-update: ``online_softmax_update`` as one (2, ...) tensor."""
+    return torch.stack(online_softmax_update(m, l, block))
+
+
+def _state(m: list[float], l: list[float], block: list[list[float]]) -> tuple[torch.Tensor, ...]:
+    return torch.tensor(m), torch.tensor(l), torch.tensor(block)
+
+
+def _no_rescale(m, l, block):
+    m_new = torch.maximum(m, block.amax(dim=-1))
+    return torch.stack((m_new, l + torch.exp(block - m_new[..., None]).sum(dim=-1)))
+
+
+def _inverted_rescale(m, l, block):
+    m_new = torch.maximum(m, block.amax(dim=-1))
+    return torch.stack((m_new, l * torch.exp(m_new - m) + torch.exp(block - m_new[..., None]).sum(dim=-1)))
+
+
+def _unguarded(m, l, block):
+    m_new = torch.maximum(m, block.amax(dim=-1))
+    return torch.stack((m_new, l * torch.exp(m - m_new) + torch.exp(block - m_new[..., None]).sum(dim=-1)))
+
+
+def _unshifted(m, l, block):
+    return torch.stack((torch.maximum(m, block.amax(dim=-1)), l + torch.exp(block).sum(dim=-1)))
+
+
+CHAPTER_5_FUNCTIONS = (
+    FunctionExercise(
+        id="5.online-softmax-update",
+        question=(
+            "Write update(m, l, block): m and l are (R,) tensors, the running max and running sum of exp(x − m) "
+            "of R rows; block is (R, b), the rows' next scores. Return torch.stack((m_new, l_new)), shape (2, R). "
+            "A row that has seen nothing yet has m = -inf and l = 0."
+        ),
+        reference=online_softmax_update_stacked,
+        cases=(
+            Case(
+                "block raises the max",
+                lambda: _state([1.0], [1.0], [[3.0, 0.0]]),
+                "When the block holds a larger score, m rises and the old l must be rescaled by exp(m_old − m_new).",
+            ),
+            Case(
+                "block that lowers nothing",
+                lambda: _state([5.0], [2.0], [[1.0, 2.0]]),
+                "A block below the current max leaves m as it is and only adds exp(block − m).",
+            ),
+            Case(
+                "row that starts at -inf",
+                lambda: _state([-INF], [0.0], [[0.5, 1.5]]),
+                "A fresh row (m = -inf, l = 0) takes the block's max and the block's own sum.",
+            ),
+            Case(
+                "still nothing to read",
+                lambda: _state([-INF, 0.0], [0.0, 1.0], [[-INF, -INF], [-INF, -INF]]),
+                "A fully masked block on a fresh row leaves m = -inf and l = 0: -inf − (-inf) is NaN, so shift "
+                "such rows by 0 instead (exp(-inf) = 0).",
+            ),
+            Case(
+                "large scores",
+                lambda: _state([1000.0], [1.0], [[1001.0, 999.0]]),
+                "exp(1001) overflows: take every exponential relative to the (new) max.",
+            ),
+            Case(
+                "several rows",
+                lambda: _state([0.0, 3.0, -1.0], [1.0, 2.5, 0.5], [[2.0, -1.0], [1.0, 0.0], [-1.0, -1.0]]),
+                "Work row by row: the max over the last axis, with one m and one l per row.",
+            ),
+        ),
+        # The unguarded update comes first: on the all -inf case every update without the guard
+        # gives NaN, and only this one is otherwise right.
+        wrong_answers=(
+            WrongAnswer(
+                _unguarded,
+                "The update is right until a row has seen only -inf: then m_new = -inf and exp(-inf − (-inf)) is "
+                "NaN. Shift such rows by 0 instead.",
+            ),
+            WrongAnswer(
+                _no_rescale,
+                "You added the block without rescaling the old l: multiply it by exp(m_old − m_new) first.",
+            ),
+            WrongAnswer(
+                _inverted_rescale, "The rescale factor is exp(m_old − m_new), at most 1; yours is its inverse."
+            ),
+            WrongAnswer(
+                _unshifted,
+                "You summed exp(block) without subtracting the max: l is the sum of exp(x − m), and without the "
+                "shift large scores overflow.",
+            ),
+        ),
+        explanation="m_new = max(m, max(block)); l_new = l·exp(m − m_new) + Σ exp(block − m_new), guarding m_new = -inf.",
+        hints=("m_new = torch.maximum(m, block.amax(dim=-1)); torch.nan_to_num(m_new, neginf=0.0) is a safe shift.",),
+    ),
+)
+
+EXERCISES = CHAPTER_5 + CHAPTER_5_FUNCTIONS
