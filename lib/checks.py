@@ -20,13 +20,9 @@ Run ``python -m lib.checks --list`` for every exercise in the book.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import difflib
 import html
 import json
-import math
-import signal
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +33,7 @@ import torch
 
 from lib.exercises import EXERCISES
 from lib.exercises.base import Case, Exercise, FunctionExercise, ValueExercise, WrongAnswer
+from lib.safe_call import GradingTimeout, as_numbers, call_with_timeout, describe_error, exit_raises
 
 __all__ = ["check", "grade", "exercises", "CheckResult", "Case", "FunctionExercise", "ValueExercise", "WrongAnswer"]
 
@@ -107,7 +104,7 @@ def check(exercise_id: str, answer: Any) -> CheckResult:
     try:
         result = _check(exercise_id, answer)
     except (Exception, SystemExit, GeneratorExit) as error:  # noqa: BLE001 - never crash on learner input
-        result = CheckResult(_id_text(exercise_id), INCORRECT, f"could not grade this ({_describe_error(error)})")
+        result = CheckResult(_id_text(exercise_id), INCORRECT, f"could not grade this ({describe_error(error)})")
     try:
         _show(result)
     except (Exception, SystemExit):  # noqa: BLE001 - a display problem must not hide the result
@@ -131,7 +128,7 @@ def _check(exercise_id: Any, answer: Any) -> CheckResult:
     try:
         return grade(exercise, answer)
     except (Exception, SystemExit, GeneratorExit) as error:  # noqa: BLE001 - the learner's objects may raise anything
-        return CheckResult(exercise.id, INCORRECT, f"could not grade this answer ({_describe_error(error)})")
+        return CheckResult(exercise.id, INCORRECT, f"could not grade this answer ({describe_error(error)})")
 
 
 def _id_text(exercise_id: Any) -> str:
@@ -170,57 +167,9 @@ def grade(exercise: Exercise, answer: Any) -> CheckResult:
 # --- values ---------------------------------------------------------------------------
 
 
-def _plain_numbers(answer: Any) -> Any:
-    """Tensors (anywhere in a list or tuple) as numpy arrays numpy can read: detached, on the
-    CPU, and bfloat16 widened to float32 (numpy has no bfloat16)."""
-    if isinstance(answer, torch.Tensor):
-        tensor = answer.detach().cpu().resolve_conj()
-        if tensor.dtype == torch.bfloat16:
-            tensor = tensor.float()
-        return tensor.numpy()
-    if isinstance(answer, (list, tuple)) and len(answer) <= 100_000:
-        return [_plain_numbers(item) for item in answer]
-    return answer
-
-
-def _as_numbers(answer: Any, expected_shape: tuple[int, ...]) -> tuple[np.ndarray | None, str]:
-    """The answer as a float array of the expected shape, or None and what is wrong with it."""
-    if isinstance(answer, (str, bytes)):
-        return None, f"expected numbers but got the text {answer!r}; write e.g. [0.5, 0.5] without quotes"
-    if isinstance(answer, (bool, dict, set)) or callable(answer):
-        return None, f"expected numbers but got a {type(answer).__name__}"
-    try:
-        answer = _plain_numbers(answer)
-        raw = np.asarray(answer)
-        if raw.dtype == object:  # e.g. a list mixing numbers and tensors: read each element
-            raw = np.asarray(answer, dtype=np.complex128)
-    except (Exception, SystemExit, GeneratorExit) as error:  # noqa: BLE001 - a learner's __array__ may raise anything
-        return None, f"could not read the answer as numbers ({_describe_error(error)})"
-    if raw.dtype.kind in "OSUVMm":
-        return None, f"could not read the answer as numbers (an array of {raw.dtype})"
-    if np.iscomplexobj(raw):
-        if np.any(raw.imag != 0):
-            return None, "the answer is complex, with a non-zero imaginary part; attention's numbers are real"
-        raw = raw.real
-    numbers = raw.astype(np.float64)
-    if numbers.shape != expected_shape:
-        if numbers.size == math.prod(expected_shape) and numbers.squeeze().shape == tuple(
-            d for d in expected_shape if d != 1
-        ):
-            numbers = numbers.reshape(expected_shape)  # [[1, 2]] for [1, 2]: same numbers, extra brackets
-        else:
-            want = (
-                "one number" if expected_shape == () else f"{math.prod(expected_shape)} numbers, shape {expected_shape}"
-            )
-            return None, f"expected {want}, got shape {numbers.shape}"
-    if not np.all(np.isfinite(numbers)):
-        return None, "the answer contains NaN or inf (exp overflowing, or -inf - (-inf), on the way?)"
-    return numbers, ""
-
-
 def _grade_value(exercise: ValueExercise, answer: Any) -> CheckResult:
     expected = np.asarray(exercise.expected, dtype=np.float64)
-    numbers, problem = _as_numbers(answer, expected.shape)
+    numbers, problem = as_numbers(answer, expected.shape)
     hint = exercise.hints[0] if exercise.hints else ""
     if numbers is None:
         return CheckResult(exercise.id, INCORRECT, problem, hint=hint)
@@ -238,48 +187,6 @@ def _grade_value(exercise: ValueExercise, answer: Any) -> CheckResult:
 
 
 # --- functions ------------------------------------------------------------------------
-
-
-class GradingTimeout(BaseException):
-    """Raised inside a learner's function that runs too long (BaseException, so that a bare
-    ``except Exception`` in their code does not swallow it)."""
-
-
-def call_with_timeout(function: Callable, args: Sequence, seconds: float) -> Any:
-    """``function(*args)``, stopped with GradingTimeout after ``seconds``.
-
-    In the main thread (a notebook kernel, pytest, a script) a SIGALRM timer interrupts the
-    call. Elsewhere it runs in a daemon thread that is abandoned if it overruns.
-    """
-    if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
-
-        def on_alarm(signum, frame):
-            raise GradingTimeout
-
-        previous = signal.signal(signal.SIGALRM, on_alarm)
-        signal.setitimer(signal.ITIMER_REAL, seconds)
-        try:
-            return function(*args)
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
-
-    outcome: dict[str, Any] = {}
-
-    def target():
-        try:
-            outcome["value"] = function(*args)
-        except BaseException as error:  # noqa: BLE001 - handed back to the caller below
-            outcome["error"] = error
-
-    worker = threading.Thread(target=target, daemon=True)
-    worker.start()
-    worker.join(seconds)
-    if worker.is_alive():
-        raise GradingTimeout
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
 
 
 def _grade_function(exercise: FunctionExercise, answer: Any) -> CheckResult:
@@ -342,48 +249,24 @@ def _less_precise(got: torch.dtype, expected: torch.dtype) -> bool:
     return torch.finfo(got).eps > torch.finfo(expected).eps
 
 
-@contextlib.contextmanager
-def _exit_raises():
-    """In IPython, ``exit()`` does not raise: it asks the kernel to shut down after the cell.
-    While a learner's function runs, make it raise SystemExit instead, which grading catches."""
-    try:
-        from IPython import get_ipython
-
-        shell = get_ipython()
-    except ImportError:
-        shell = None
-    if shell is None or not hasattr(shell, "ask_exit"):
-        yield
-        return
-
-    def refuse_exit(*args, **kwargs):
-        raise SystemExit("exit() inside the function")
-
-    shell.ask_exit = refuse_exit  # an instance attribute shadows the method
-    try:
-        yield
-    finally:
-        del shell.ask_exit
-
-
 def _run_case(exercise: FunctionExercise, function: Callable, case: Case) -> tuple[str, torch.Tensor | None]:
     """('', output) when ``function`` agrees with the reference on this case, else what went
     wrong and the output, when there was one that reads as a tensor of the right shape."""
     expected = exercise.reference(*case.args())
     try:
-        with _exit_raises():
+        with exit_raises():
             got = call_with_timeout(function, case.args(), exercise.timeout_s)
     except GradingTimeout:
         return f"did not finish within {exercise.timeout_s:g} s (an endless loop?)", None
     except (Exception, SystemExit) as error:  # noqa: BLE001 - the learner's code may raise anything, even exit()
-        return f"raised {_describe_error(error)}", None
+        return f"raised {describe_error(error)}", None
     if got is None:
         return "returned None (a missing `return`?)", None
     typed = isinstance(got, (torch.Tensor, np.ndarray))  # the learner chose its dtype (a list's is ours)
     try:
         got = torch.as_tensor(got).detach().cpu()
     except (Exception, SystemExit, GeneratorExit) as error:  # noqa: BLE001 - a learner's object may raise anything
-        return f"returned a {type(got).__name__} that is not a tensor of numbers ({_describe_error(error)})", None
+        return f"returned a {type(got).__name__} that is not a tensor of numbers ({describe_error(error)})", None
     if got.is_complex() and not expected.is_complex():
         return f"returned complex numbers ({got.dtype}) where real ones were expected", None
     if got.shape != expected.shape:
@@ -409,11 +292,6 @@ def _run_case(exercise: FunctionExercise, function: Callable, case: Case) -> tup
 
 
 # --- showing and listing ----------------------------------------------------------------
-
-
-def _describe_error(error: BaseException) -> str:
-    text = str(error).splitlines()[0] if str(error) else ""
-    return f"{type(error).__name__}: {text[:200]}" if text else type(error).__name__
 
 
 def _kernel_shell():
