@@ -11,6 +11,9 @@ and for a trained merge list it is also "merge every occurrence of the earliest 
   chunks of kilobytes (a megabyte without a space), falling back to the heap where the
   table's ranks do not rise along merges.
 
+``cut_points`` finds where no merge can ever cross (no token holds the two bytes on either
+side), so that a long chunk made of a few distinct pieces, repeated, is merged piece by piece.
+
 ``lib.tokenizer.BPETokenizer`` picks one by chunk length; the tests hold all three equal
 to each other and to tiktoken. Letters: n tokens in a chunk, p positions of one round,
 M merges in a table.
@@ -24,6 +27,7 @@ from itertools import pairwise
 import numpy as np
 
 _NO_MERGE = 1 << 62  # a rank above every real one
+_SPARSE = 64  # rounds hand over to the heap when fewer positions than this wait per rank
 
 
 def bpe_merge_simple(ids: list[int], merges: dict[tuple[int, int], int]) -> list[int]:
@@ -62,6 +66,14 @@ def bpe_merge_heap(ids: list[int], merges: dict[tuple[int, int], int]) -> list[i
     before = list(range(-1, n - 1))  # position of the previous token; -1 means none
     heap = [rank << 32 | i for i, pair in enumerate(pairwise(ids)) if (rank := merges.get(pair)) is not None]
     heapq.heapify(heap)
+    return _heap_merge(ids, after, before, heap, merges)
+
+
+def _heap_merge(ids: list[int], after: list[int], before: list[int], heap: list[int], merges) -> list[int]:
+    """The heap's loop, from any state: ``ids`` per position (-1 for a position merged away),
+    the linked list, and a heap that holds every pair with a merge (stale entries allowed).
+    Position 0 is always a live token: a merge keeps its left position."""
+    n = len(ids)
     while heap:
         key = heapq.heappop(heap)
         rank, left = key >> 32, key & 0xFFFFFFFF
@@ -85,18 +97,21 @@ def bpe_merge_heap(ids: list[int], merges: dict[tuple[int, int], int]) -> list[i
     return merged
 
 
-def bpe_merge_rounds(ids: list[int], pair_table: PairTable) -> list[int]:
+def bpe_merge_rounds(ids: list[int], pair_table: PairTable, sparse: int = _SPARSE) -> list[int]:
     """The same merges as ``bpe_merge_simple``, one *rank* at a time, vectorized with numpy.
 
     When every merge makes an id above both of its parts (``PairTable.monotone``; true of
     every trained merge list), merging a pair never creates a pair that ranks below it, so
     all occurrences of the lowest-ranked pair can be merged at once, left to right, as
     ``merge`` does. Otherwise (cl100k's table of every split) a round that creates a pair
-    ranked below its own is undone and the heap finishes the chunk. Positions wait in one bucket per rank; a round takes
-    the lowest rank, checks its positions are still that pair, skips every second one of a
-    chain (``a a a`` merges as ``aa a``), merges, and files the two new neighbouring pairs
-    of each merge under their ranks. A megabyte without a space takes a few hundred rounds
-    of array operations instead of a million heap operations.
+    ranked below its own is undone and the heap finishes the chunk. Positions wait in one
+    bucket per rank; a round takes the lowest rank, checks its positions are still that
+    pair, skips every second one of a chain (``a a a`` merges as ``aa a``), merges, and
+    files the two new neighbouring pairs of each merge under their ranks. A megabyte
+    without a space takes a few hundred rounds (a few thousand with cl100k's 100k ranks)
+    of array operations instead of a million heap operations. ``sparse``: once fewer than
+    this many positions wait per rank, the heap finishes the chunk, being cheaper per merge
+    than a round is per rank (0: rounds to the end).
     """
     n = len(ids)
     if n < 2:
@@ -105,11 +120,14 @@ def bpe_merge_rounds(ids: list[int], pair_table: PairTable) -> list[int]:
     after = np.arange(1, n + 1)  # (n,) next token's position; n means none
     before = np.arange(-1, n - 1)  # (n,) previous token's position; -1 means none
     alive = np.ones(n, dtype=bool)  # (n,)
+    chosen = np.zeros(n, dtype=bool)  # (n,) the positions of one round, marked only during it
     buckets: dict[int, list[np.ndarray]] = {}
+    waiting = [0]  # positions filed in all buckets together (stale ones included)
     ranks_waiting: list[int] = []
 
-    def file(positions: np.ndarray) -> None:
-        ranks = pair_table.ranks(tokens, after, positions)  # (p,) -1 where no merge
+    def file(positions: np.ndarray, ranks: np.ndarray | None = None) -> None:
+        if ranks is None:
+            ranks = pair_table.ranks(tokens, after, positions)  # (p,) -1 where no merge
         positions, ranks = positions[ranks >= 0], ranks[ranks >= 0]
         order = np.argsort(ranks, kind="stable")
         positions, ranks = positions[order], ranks[order]
@@ -120,20 +138,31 @@ def bpe_merge_rounds(ids: list[int], pair_table: PairTable) -> list[int]:
                 buckets[rank] = []
                 heapq.heappush(ranks_waiting, rank)
             buckets[rank].append(part)
+        waiting[0] += len(positions)
 
     file(np.arange(n - 1))
     while ranks_waiting:
+        if waiting[0] < sparse * len(ranks_waiting):
+            # Few positions per rank are left (the long tail of a large table): a round's fixed
+            # cost now exceeds the heap's cost per merge, so the heap goes on from here. Every
+            # pair that has a merge waits in a bucket, so the buckets seed the heap.
+            tokens[~alive] = -1
+            keys = [np.concatenate(parts) + (rank << 32) for rank, parts in buckets.items()]
+            heap = np.unique(np.concatenate(keys)).tolist()  # sorted: already a heap
+            return _heap_merge(tokens.tolist(), after.tolist(), before.tolist(), heap, pair_table.merges)
         rank = heapq.heappop(ranks_waiting)
-        positions = np.unique(np.concatenate(buckets.pop(rank)))  # (p,) sorted, left to right
+        parts = buckets.pop(rank)
+        waiting[0] -= sum(map(len, parts))
+        positions = np.unique(np.concatenate(parts))  # (p,) sorted, left to right
         positions = positions[alive[positions]]
         positions = positions[pair_table.ranks(tokens, after, positions) == rank]  # drop stale ones
         if not len(positions):
             continue
         # Subtle: in a chain (each pair starts where the previous one ends, as in a a a a),
         # merging one consumes the next; left to right, every second one survives.
-        chosen = np.zeros(n, dtype=bool)  # (n,)
         chosen[positions] = True
         follows = (before[positions] >= 0) & chosen[np.maximum(before[positions], 0)]  # (p,)
+        chosen[positions] = False  # cleared again: one array serves every round
         run_start = np.maximum.accumulate(np.where(follows, 0, np.arange(len(positions))))  # (p,)
         positions = positions[(np.arange(len(positions)) - run_start) % 2 == 0]
         right = after[positions]  # (p,)
@@ -155,6 +184,7 @@ def bpe_merge_rounds(ids: list[int], pair_table: PairTable) -> list[int]:
         before[following[has_next]] = positions[has_next]
         left = before[positions]  # (p,)
         new_pairs = np.concatenate([left[left >= 0], positions[has_next]])  # (q,)
+        new_ranks = None
         if not pair_table.monotone:
             new_ranks = pair_table.ranks(tokens, after, new_pairs)  # (q,)
             if ((new_ranks >= 0) & (new_ranks < rank)).any():
@@ -165,8 +195,36 @@ def bpe_merge_rounds(ids: list[int], pair_table: PairTable) -> list[int]:
                 alive[right] = True
                 tokens[positions] = old_tokens
                 return bpe_merge_heap(tokens[np.flatnonzero(alive)].tolist(), pair_table.merges)
-        file(new_pairs)
+        file(new_pairs, new_ranks)
     return tokens[np.flatnonzero(alive)].tolist()
+
+
+def joinable_bytes(tokens) -> np.ndarray:
+    """(256, 256) bool: ``[x, y]`` is True where some token holds byte x followed by byte y."""
+    tokens = [token for token in tokens if len(token) > 1]
+    joinable = np.zeros((256, 256), dtype=bool)  # (256, 256)
+    if not tokens:
+        return joinable
+    flat = np.frombuffer(b"".join(tokens), dtype=np.uint8)  # (B,) every token's bytes, end to end
+    last = np.cumsum([len(token) for token in tokens]) - 1  # (T,) where each token ends
+    inside = np.ones(len(flat) - 1, dtype=bool)  # (B - 1,) pairs that lie within one token
+    inside[last[:-1]] = False
+    joinable[flat[:-1][inside], flat[1:][inside]] = True
+    return joinable
+
+
+def cut_points(data: bytes, joinable: np.ndarray) -> list[int]:
+    """Positions i (0 < i < len(data)) where no token holds data[i - 1] and data[i] together.
+
+    No merge can ever cross such a place (the merged token would hold those two bytes), and
+    a merge changes only the pairs inside its own piece, so the pieces between cut points
+    can be merged one at a time, in any order, and give the same ids as the whole. Text made
+    of one repeated symbol (a megabyte of one emoji) is mostly cut points.
+    """
+    if len(data) < 2:
+        return []
+    values = np.frombuffer(data, dtype=np.uint8)  # (n,)
+    return (np.flatnonzero(~joinable[values[:-1], values[1:]]) + 1).tolist()
 
 
 class PairTable:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lib.tokenizer import Tokenizer, nfkc_changes
+from lib.tokenizer_base import Tokenizer, nfkc_changes
 
 SAMPLE_TEXTS = {
     "English": (
@@ -151,8 +151,16 @@ def fertility_rows(tokenizers: dict[str, Tokenizer], texts: dict[str, str] = SAM
     return rows
 
 
+def _cell(value: float | int | None) -> str:
+    """One table cell: a dash for no value, counts as integers, ratios to two decimals."""
+    if value is None:
+        return f"{'—':>14}"
+    return f"{value:14d}" if isinstance(value, int) else f"{value:14.2f}"
+
+
 def format_rows(rows: list[dict], unit: str = "per_char") -> str:
-    """A table: one line per text, one column per tokenizer, ``unit`` in each cell."""
+    """A table: one line per text, one column per tokenizer, ``unit`` in each cell
+    (``"tokens"``, ``"per_char"``, ``"per_byte"`` or ``"per_word"``)."""
     tokenizers = list(dict.fromkeys(row["tokenizer"] for row in rows))
     texts = list(dict.fromkeys(row["text"] for row in rows))
     cell = {(row["text"], row["tokenizer"]): row[unit] for row in rows}
@@ -160,7 +168,7 @@ def format_rows(rows: list[dict], unit: str = "per_char") -> str:
     lines = [f"{'':{width}}" + "".join(f"{name:>14}" for name in tokenizers)]
     for text in texts:
         values = [cell[text, name] for name in tokenizers]
-        lines.append(f"{text:{width}}" + "".join(f"{'—':>14}" if v is None else f"{v:14.2f}" for v in values))
+        lines.append(f"{text:{width}}" + "".join(_cell(v) for v in values))
     return "\n".join(lines)
 
 

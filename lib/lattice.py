@@ -20,7 +20,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from lib.tokenizer import utf8
+from lib.tokenizer_base import utf8
 
 
 def _logaddexp(a: float, b: float) -> float:

@@ -36,7 +36,7 @@ from itertools import accumulate
 from tqdm.auto import tqdm
 
 from lib.lattice import Lattice
-from lib.tokenizer import GPT4_SPLIT_PATTERN, Tokenizer, _field, check_text, check_vocab_size, utf8
+from lib.tokenizer_base import GPT4_SPLIT_PATTERN, Tokenizer, _field, check_text, check_vocab_size, utf8
 
 _BYTE_PENALTY = 10.0  # a byte-fallback token scores this much below the rarest piece
 _TRAIN_WINDOW = 256  # training cuts longer chunks into windows of this many characters

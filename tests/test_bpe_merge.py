@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lib.bpe_merge import PairTable, bpe_merge_heap, bpe_merge_rounds, bpe_merge_simple
+from lib.bpe_merge import PairTable, bpe_merge_heap, bpe_merge_rounds, bpe_merge_simple, cut_points, joinable_bytes
 from lib.tokenizer import BPETokenizer
 
 tiktoken = pytest.importorskip("tiktoken")
@@ -46,7 +46,9 @@ def test_merge_rounds_equal_the_simple_loop(seed, n_symbols, n_merges, length):
     table = PairTable(merges)
     assert table.monotone
     ids = [rng.randrange(n_symbols) for _ in range(length)]
-    assert bpe_merge_rounds(ids, table) == bpe_merge_simple(ids, merges)
+    expected = bpe_merge_simple(ids, merges)
+    assert bpe_merge_rounds(ids, table, sparse=0) == expected  # rounds to the end
+    assert bpe_merge_rounds(ids, table) == expected  # rounds, then the heap for the sparse tail
 
 
 def test_rounds_only_for_monotone_merges(cl100k):
@@ -100,5 +102,43 @@ def test_rounds_heap_and_loop_agree_with_tiktoken_on_random_rank_tables(seed, n_
     assert ours.encode(text) == expected
     if text.encode() not in ranks:  # tiktoken's whole-chunk lookup aside, the three merge alike
         assert bpe_merge_rounds(ids, ours.pair_table()) == bpe_merge_heap(ids, ours.merges) == expected
+        assert bpe_merge_rounds(ids, ours.pair_table(), sparse=0) == expected
         if len(ids) <= 300:
             assert bpe_merge_simple(ids, ours.merges) == expected
+
+
+def test_cut_points_are_where_no_token_holds_both_bytes():
+    joinable = joinable_bytes([b"ab", b"bc", b"x", b"cab"])
+    brute = {(x, y) for t in (b"ab", b"bc", b"cab") for x, y in zip(t, t[1:], strict=False)}
+    assert {(x, y) for x in range(256) for y in range(256) if joinable[x, y]} == brute
+    data = b"abcabxab"
+    assert cut_points(data, joinable) == [i for i in range(1, len(data)) if (data[i - 1], data[i]) not in brute]
+    assert cut_points(b"a", joinable) == [] and not joinable_bytes([b"a"]).any()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 40), st.integers(1, 12), st.integers(20, 400))
+def test_repeated_pieces_of_a_long_chunk_agree_with_tiktoken(seed, n_tokens, unit_len, repeats):
+    rng = random.Random(seed)
+    ranks = _random_ranks(rng, n_tokens)
+    ours = BPETokenizer.from_ranks(ranks, pattern=r"[abc]+|[^abc]+")
+    theirs = tiktoken.Encoding("random", pat_str=r"[abc]+|[^abc]+", mergeable_ranks=ranks, special_tokens={})
+    text = "".join(rng.choice("abc") for _ in range(unit_len)) * repeats  # one chunk, one unit repeated
+    assert ours.encode(text) == theirs.encode_ordinary(text)
+
+
+def test_long_runs_of_emoji_agree_with_tiktoken(cl100k):
+    encoding, ours = cl100k
+    for text in ["😀" * 3_000, "🦜😀" * 1_500 + "🦜", "👩‍👩‍👧" * 700, "é" * 5_000]:
+        ours._cache.clear()
+        assert ours.encode(text) == encoding.encode_ordinary(text)
+
+
+def test_retraining_rebuilds_the_pair_table():
+    # Same number of merges, other merges: a table kept from the first training would be stale.
+    tokenizer = BPETokenizer()
+    tokenizer.train("aaaa bbbb " * 30, 260)
+    tokenizer.encode("ab" * 3_000)  # builds the table for the first merges
+    tokenizer.train("cdcd efef " * 30, 260)
+    text = "cdef" * 2_000  # one 8 KB chunk: the rounds path
+    assert tokenizer.encode(text) == bpe_merge_simple(list(text.encode()), tokenizer.merges)

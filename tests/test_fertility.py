@@ -69,6 +69,9 @@ def test_words_are_counted_only_where_spaces_mark_them():
     assert by_text["Hindi (Devanagari)"]["per_byte"] == 1.0  # untrained: one token per byte
     table = format_rows(rows, "per_word")
     assert "—" in table and all(name in table for name in SLICE_TEXTS)
+    counts = format_rows(rows, "tokens").splitlines()  # counts print as integers
+    english_line = next(line for line in counts if line.startswith("English"))
+    assert english_line.split()[-1] == str(len(english.encode()))
 
 
 def test_slices_cover_scripts_code_mixing_and_transliteration():

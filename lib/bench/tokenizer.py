@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import io
+import random
+import string
 import time
 from dataclasses import dataclass
 
@@ -160,11 +162,18 @@ def run(args: argparse.Namespace) -> list[Row]:
 
 def long_inputs(n_bytes: int) -> dict[str, str]:
     """Ordinary prose, the same prose with every non-letter removed (so the GPT-4 pattern
-    sees one chunk of the whole size), and one emoji repeated; each about ``n_bytes``."""
+    sees one chunk of the whole size), one emoji repeated, and random lower-case letters;
+    each about ``n_bytes``.
+
+    Subtle: the help texts repeat after about 0.37 MB of letters, and the encoder merges a
+    long chunk's repeated pieces once (``lib.bpe_merge.cut_points``), so "no whitespace"
+    is easier than unrepeated text; "random letters" never repeats, the worst case."""
     prose = english_corpus(n_bytes)
     letters = regex.sub(r"[^\p{L}]+", "", english_corpus(2 * n_bytes))
     letters = letters.encode("utf-8")[:n_bytes].decode("utf-8", errors="ignore")
-    return {"prose": prose, "no whitespace": letters, "one emoji": "😀" * (n_bytes // 4)}
+    rng = random.Random(0)
+    noise = "".join(rng.choice(string.ascii_lowercase) for _ in range(n_bytes))
+    return {"prose": prose, "no whitespace": letters, "one emoji": "😀" * (n_bytes // 4), "random letters": noise}
 
 
 def run_long_inputs(n_bytes: int, trained: BPETokenizer) -> dict[str, dict[str, float]]:

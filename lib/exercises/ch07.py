@@ -187,6 +187,11 @@ EXERCISES = (
         wrong_answers=(
             WrongAnswer(list(CHAR.encode("utf-16-be")), "Those are UTF-16 bytes (a surrogate pair), not UTF-8."),
             WrongAnswer(list(CHAR.encode("utf-16-le")), "Those are UTF-16 little-endian bytes, not UTF-8."),
+            WrongAnswer(
+                list(CHAR.encode("utf-32-be")),
+                "Those are the code point's number, 0x0001F642, in four bytes (UTF-32). UTF-8 spreads "
+                "its 21 bits over four bytes with marker bits: 11110xxx, then 10xxxxxx three times.",
+            ),
         ),
     ),
     ValueExercise(
