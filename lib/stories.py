@@ -12,7 +12,7 @@ previous token) cannot predict:
 
 Only ``random.Random(seed).randrange`` and ``.choice`` (integer draws whose algorithm
 Python has kept since 3.2) decide the text, so the same seed gives the same string on
-every machine and Python version (checked on Python 3.7 to 3.13). In the spirit of
+every machine and Python version (tests/test_stories.py pins its hash). In the spirit of
 TinyStories (Eldan and Li, 2023): text simple enough for a very small model to learn.
 
     >>> counting(random.Random(0))

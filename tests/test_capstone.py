@@ -48,8 +48,39 @@ def test_data_round_trips_and_held_out_is_apart(toy_data):
     assert tokenizer.decode(toy_data.train_ids.tolist()) == toy_data.train_text
     assert tokenizer.decode(toy_data.val_ids.tolist()) == toy_data.val_text
     paragraphs = tiny_stories(TOY_CORPUS.n_paragraphs, TOY_CORPUS.seed)
-    assert toy_data.val_text.strip() == "\n\n".join(paragraphs[-6:])  # the last 10%
+    assert toy_data.val_text.strip() == "\n\n".join(paragraphs[-6:])  # the last 10% (none seen in training)
+    assert toy_data.train_text.strip() == "\n\n".join(paragraphs[:-6])
     assert toy_data.fingerprint == prepare_data(TOY_CORPUS).fingerprint
+
+
+def test_held_out_paragraphs_seen_in_training_are_dropped():
+    """Counting lines repeat (the grammar has only 420): a held-out copy of a training line is dropped."""
+    config = CorpusConfig(n_paragraphs=200, vocab_size=260)
+    paragraphs = tiny_stories(config.n_paragraphs, config.seed)
+    train_part, last = paragraphs[:-20], paragraphs[-20:]
+    repeated = [p for p in last if p in set(train_part)]
+    assert len(repeated) == 1 and repeated[0].startswith("Count by")  # the case this test is about
+    data = prepare_data(config)
+    held_out = data.val_text.strip().split("\n\n")
+    assert held_out == [p for p in last if p not in repeated]
+    assert not set(held_out) & set(data.train_text.strip().split("\n\n"))
+    assert data.repeats_dropped == 1
+
+
+def test_bigram_next_probabilities_counts_followers(toy_data):
+    tokenizer = toy_data.tokenizer
+    ids = toy_data.train_ids.tolist()
+    prompt = "The dog that the cat"
+    previous = tokenizer.encode(prompt)[-1]
+    followers = [b for a, b in zip(ids[:-1], ids[1:], strict=True) if a == previous]  # a plain loop
+    candidates = [tokenizer.decode([t]) for t in sorted(set(followers))[:3]]
+    assert len(candidates) >= 2 and all(len(tokenizer.encode(c)) == 1 for c in candidates)
+    p = capstone.bigram_next_probabilities(toy_data, prompt, candidates)
+    for text in candidates:
+        (token,) = tokenizer.encode(text)
+        assert p[text] == pytest.approx(followers.count(token) / len(followers))
+    with pytest.raises(ValueError, match="exactly one"):
+        capstone.bigram_next_probabilities(toy_data, "The", [" happy dog"])
 
 
 # --- baselines --------------------------------------------------------------------------------

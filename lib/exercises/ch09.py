@@ -73,6 +73,7 @@ EXERCISES = (
             WrongAnswer(_MLP_FFN, "You counted two FFN matrices; SwiGLU has three (gate, up and down)."),
             WrongAnswer(_NO_EMBEDDING, "You left out the 1000×64 token embedding, the largest single matrix here."),
             WrongAnswer(_PARAMS - _L * _PER_LAYER_NORMS - _C, "You left out the RMSNorm weights (64 per norm)."),
+            WrongAnswer(_PARAMS - _PER_LAYER, f"You counted one layer's {_PER_LAYER:,} parameters; there are two."),
         ),
         atol=0.5,
     ),
@@ -103,8 +104,8 @@ EXERCISES = (
         ),
         expected=_CACHE_BYTES,
         explanation=(
-            "Each layer caches its rotated keys and its values, (1, 2, 300, 32) each: 2 · 300 · 2 · 32 · 2 bytes = "
-            f"{_CACHE_BYTES:,}. Queries are used once and never cached; the 8 query heads read the 2 cached heads."
+            "Each layer caches its rotated keys and its values, (1, 2, 300, 32) each: 2 tensors · 2 heads · "
+            f"300 tokens · 32 · 2 bytes = {_CACHE_BYTES:,}. Queries are used once and never cached; the 8 query heads read the 2 cached heads."
         ),
         hints=("Per layer: keys AND values, each batch × KV heads × tokens × width, times bytes per element.",),
         wrong_answers=(
@@ -158,6 +159,9 @@ EXERCISES = (
             WrongAnswer(_P_TOP2_NO_T[1], "You forgot the temperature: divide the logits by 0.8 first."),
             WrongAnswer(_P_TOP2_TIMES_T[1], "You multiplied by the temperature; logits are divided by it."),
             WrongAnswer(0.5, "Top-k keeps the two tokens but not as equals: their logits still differ."),
+            WrongAnswer(
+                _P_TOP2[0], "That is token 0's probability, the likelier of the two; the question asks for token 1."
+            ),
         ),
         atol=1e-3,
     ),
