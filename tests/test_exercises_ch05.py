@@ -22,7 +22,7 @@ def test_value_answers_agree_with_brute_force():
 
     answers = {
         "5.score-mib": scores.numel() * scores.element_size() / MIB,
-        "5.total-doubling": flops(8192) / flops(4096),
+        "5.total-doubling": flops(12288) / flops(6144),
         "5.raised-max": [4.0, l_new],
         "5.causal-tiles": n_tiles,
         "5.window-edges": int(sliding_window_mask(10, 10, 4).sum()),
@@ -55,3 +55,22 @@ def test_online_softmax_update_nan_on_all_masked_rows_is_named():
 
     result = grade(exercises()["5.online-softmax-update"], unguarded)
     assert "still nothing to read" in result.message and "NaN" in result.feedback
+
+
+def test_doubling_mistakes_are_worked_out_independently():
+    """Each named mistake of 5.total-doubling, recomputed from a FLOP formula written here."""
+    d, n = 2048, 6144
+
+    def flops(n, *, products=2, ffn=True):  # products: QKᵀ and AV, or QKᵀ only
+        return products * 2 * n * n * d + 8 * n * d * d + (16 * n * d * d if ffn else 0)
+
+    exercise = exercises()["5.total-doubling"]
+    mistakes = {
+        "FFN": flops(2 * n, ffn=False) / flops(n, ffn=False),
+        "AV": flops(2 * n, products=1) / flops(n, products=1),
+        "averaged": 3.0,
+    }
+    for word, answer in mistakes.items():
+        result = grade(exercise, answer)
+        assert result.status != CORRECT and word in result.feedback, (word, answer, result.feedback)
+    assert grade(exercise, flops(8192) / flops(4096)).status != CORRECT  # N = 2d: the x2.50 the chapter prints

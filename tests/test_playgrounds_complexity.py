@@ -104,3 +104,13 @@ def test_figure_and_widget_build(results):
         assert len(fig.axes) == 3 and fig.axes[0].get_xscale() == "log"
         plt.close(fig)
     assert complexity_playground() is not None
+
+
+def test_flops_panel_names_the_heads_and_width_it_models(results):
+    import matplotlib.pyplot as plt
+
+    curves = complexity_curves("dense", 1024, heads=2, head_dim=32, results=results)
+    assert curves.flops_at_n == 2 * 4 * 32 * 1024**2  # 2 heads, 2·d for q·k and 2·d for AV
+    fig = plot_complexity(curves)
+    assert fig.axes[1].get_title() == "modeled attention FLOPs (2 heads, d=32)"
+    plt.close(fig)

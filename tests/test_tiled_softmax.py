@@ -302,3 +302,40 @@ def test_visited_pairs_is_the_forward_work(is_causal, window):
     if window:  # every allowed pair, and at most the block_q + window - 1 keys a block's rows may read
         assert sliding_window_mask(n, m, window).sum() <= pairs <= n * (32 + window - 1)
     assert visited_pairs(n, m, block_q=32, block_k=64) == n * m
+
+
+# (H, Hkv, N, M, is_causal, window, block_q, block_k): no row without a key, so SDPA has no NaN
+SDPA_CASES = [
+    (4, 4, 37, 37, False, None, 16, 8),
+    (6, 2, 50, 50, True, None, 16, 32),
+    (4, 1, 33, 70, True, None, 8, 16),
+    (4, 2, 100, 100, False, 7, 16, 16),
+    (8, 4, 45, 80, True, 13, 8, 32),
+    (2, 1, 129, 129, True, 64, 32, 16),
+]
+
+
+@pytest.mark.parametrize("case", SDPA_CASES)
+def test_matches_torch_sdpa_with_an_explicit_boolean_mask(case):
+    """An outside reference: torch's SDPA, told exactly which pairs may be read (float64)."""
+    import torch.nn.functional as F
+
+    h, h_kv, n, m, is_causal, window, block_q, block_k = case
+    inputs = random_qkv((2,), h, h_kv, n, m, 8, 12, seed=21)
+    ours = [t.clone().requires_grad_() for t in inputs]
+    ref = [t.clone().requires_grad_() for t in inputs]
+    query_pos = torch.arange(n)[:, None] + (m - n)  # (N, 1), bottom-right
+    key_pos = torch.arange(m)[None, :]  # (1, M)
+    allowed = torch.ones(n, m, dtype=torch.bool)  # (N, M)
+    if is_causal or window is not None:
+        allowed &= key_pos <= query_pos
+    if window is not None:
+        allowed &= key_pos > query_pos - window
+    got = tiled_attention(*ours, is_causal=is_causal, window=window, block_q=block_q, block_k=block_k)
+    expected = F.scaled_dot_product_attention(*ref, attn_mask=allowed, enable_gqa=h != h_kv)
+    torch.testing.assert_close(got, expected, atol=1e-10, rtol=0)
+    upstream = torch.randn(got.shape, generator=torch.Generator().manual_seed(22), dtype=torch.float64)
+    (got * upstream).sum().backward()
+    (expected * upstream).sum().backward()
+    for name, a, b in zip("qkv", ours, ref, strict=True):
+        torch.testing.assert_close(a.grad, b.grad, atol=1e-10, rtol=0, msg=name)

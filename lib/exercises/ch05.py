@@ -21,9 +21,23 @@ INF = float("inf")
 _B, _H, _N, _S = 3, 16, 2048, 4
 _SCORE_MIB = score_matrix_bytes(_N, heads=_H, batch=_B, bytes_per_element=_S) / MIB  # 768
 
-# --- 5.total-doubling: d = 2048, f = 4d, N = 4096 -> 8192 ---------------------------------
-_SMALL, _LARGE = layer_flops(4096, 2048), layer_flops(8192, 2048)
-_TOTAL_FACTOR = _LARGE.total / _SMALL.total  # pairwise is a quarter of the work at N = 4096: 2.5
+# --- 5.total-doubling: d = 2048, f = 4d, N = 6144 -> 12288 --------------------------------
+# N = 3d: a ratio N/d the chapter never prints (it shows N/d = 2, 4, 8 ...), so its x2.50 and
+# x2.80 do not answer this. Each mistake below gives its own factor.
+_TD, _TN = 2048, 6144
+_SMALL, _LARGE = layer_flops(_TN, _TD), layer_flops(2 * _TN, _TD)
+_TOTAL_FACTOR = _LARGE.total / _SMALL.total  # pairwise is a third of the work at N = 3d: 8/3
+_SHARE = _SMALL.pairwise / _SMALL.total
+_NO_FFN = layer_flops(2 * _TN, _TD, ffn_width=0).total / layer_flops(_TN, _TD, ffn_width=0).total  # 3.2
+
+
+def _scores_only_total(n: int) -> int:
+    """The layer's FLOPs with AV forgotten: QKᵀ, the projections and the FFN only."""
+    flops = layer_flops(n, _TD)
+    return flops.scores + flops.linear
+
+
+_NO_AV = _scores_only_total(2 * _TN) / _scores_only_total(_TN)  # 2.4
 
 # --- 5.raised-max: state (m, l) = (2, 1.5), next block [1, 4] ------------------------------
 _M_OLD, _L_OLD, _BLOCK = 2.0, 1.5, (1.0, 4.0)
@@ -42,6 +56,8 @@ _WINDOW_EDGES = window_pairs(10, 4)  # 4 + 3 + 2 + 1 cut short, then 6 rows of 4
 _GN, _GW, _GG = 16, 3, 2
 _BAND = global_local_pairs(_GN, _GW, 0)  # the band alone: 74
 _GLOBAL_EDGES = global_local_pairs(_GN, _GW, _GG)  # 124
+_GLOBAL_CROSS = 2 * _GG * _GN - _GG**2  # pairs in the global rows and columns: 60
+_OVERLAP = _BAND + _GLOBAL_CROSS - _GLOBAL_EDGES  # of those, already in the band: 10
 
 CHAPTER_5 = (
     ValueExercise(
@@ -63,6 +79,10 @@ CHAPTER_5 = (
             WrongAnswer(_SCORE_MIB / _S, "You counted entries, not bytes: multiply by 4 bytes per float32."),
             WrongAnswer(_SCORE_MIB / _N, "You used N entries per head instead of N²: every query scores every key."),
             WrongAnswer(
+                2 * _SCORE_MIB,
+                "That is two matrices, the scores and the softmax weights; the question asks for one.",
+            ),
+            WrongAnswer(
                 _SCORE_MIB * MIB / 1e6,
                 "That is in decimal megabytes (10⁶ bytes); a MiB is 2²⁰ = 1,048,576 bytes.",
             ),
@@ -72,20 +92,28 @@ CHAPTER_5 = (
     ValueExercise(
         id="5.total-doubling",
         question=(
-            "A layer has d = 2048, an FFN of width 4d, and dense attention. N goes from 4096 to 8192. "
+            f"A layer has d = {_TD}, an FFN of width 4d, and dense attention. N goes from {_TN} to {2 * _TN}. "
             "By what factor do its modeled FLOPs (QKᵀ, AV, four projections, FFN) grow?"
         ),
         expected=_TOTAL_FACTOR,
         explanation=(
-            f"At N = 4096 the pairwise terms (4N²d) are {_SMALL.pairwise / _SMALL.total:.0%} of the total and the "
-            f"linear ones (24Nd²) {_SMALL.linear / _SMALL.total:.0%}. Doubling N multiplies the first by 4 and the "
-            f"second by 2: 0.25·4 + 0.75·2 = {_TOTAL_FACTOR:.2f}. The total need not quadruple."
+            f"At N = {_TN} the pairwise terms (4N²d) are {_SHARE:.0%} of the total and the linear ones (24Nd²) "
+            f"{1 - _SHARE:.0%}: their ratio is 4N : 24d = N : 6d. Doubling N multiplies the first by 4 and the "
+            f"second by 2: {_SHARE:.3f}·4 + {1 - _SHARE:.3f}·2 = {_TOTAL_FACTOR:.2f}. The total need not quadruple."
         ),
-        hints=("Split the FLOPs into the N²d terms and the Nd² terms; compare their sizes at N = 4096 first.",),
+        hints=(f"Split the FLOPs into the N²d terms and the Nd² terms; compare their sizes at N = {_TN} first.",),
         wrong_answers=(
             WrongAnswer(4.0, "Only the pairwise terms quadruple; projections and the FFN just double."),
             WrongAnswer(2.0, "The attention scores and AV grow with N², so they quadruple: the total grows by more."),
-            WrongAnswer(3.0, "You averaged 4 and 2; weight each by its share of the FLOPs at N = 4096."),
+            WrongAnswer(3.0, f"You averaged 4 and 2; weight each by its share of the FLOPs at N = {_TN}."),
+            WrongAnswer(
+                _NO_FFN,
+                "You left out the FFN (16Nd²): it is the largest term that grows only linearly in N.",
+            ),
+            WrongAnswer(
+                _NO_AV,
+                "You counted QKᵀ but not AV: the weighted sum of values is a second 2N²d product.",
+            ),
         ),
         atol=0.01,
     ),
@@ -211,8 +239,8 @@ CHAPTER_5 = (
         ),
         expected=_GLOBAL_EDGES,
         explanation=(
-            f"The band alone has {_BAND} pairs. The global rows and columns add 2·g·N − g² = "
-            f"{2 * _GG * _GN - _GG**2} pairs, of which those already in the band are counted once only: "
+            f"The band alone has {_BAND} pairs. The global rows and columns hold 2·g·N − g² = {_GLOBAL_CROSS} "
+            f"pairs, {_OVERLAP} of which are already in the band: {_BAND} + {_GLOBAL_CROSS} − {_OVERLAP} = "
             f"{_GLOBAL_EDGES}. Sparse patterns cost what their actual edges cost, plus the kernel's overhead."
         ),
         hints=("Count the band, then the global rows and columns, then subtract every pair you counted twice.",),

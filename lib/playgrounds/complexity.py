@@ -57,6 +57,8 @@ class ComplexityCurves:
     doubling: float  # modeled work at 2N / work at N
     measured: dict[str, tuple[tuple[int, float], ...]] = field(default_factory=dict)  # label -> ((N, ms), ...)
     note: str = ""  # why nothing, or only part, was measured
+    heads: int = 8  # the FLOP model's heads and head width (the measured runs used 8 and 64)
+    head_dim: int = 64
 
 
 def _read_rows(path: Path) -> list[dict]:
@@ -154,6 +156,8 @@ def complexity_curves(
         doubling=flops(pattern, 2 * n) / flops(pattern, n),
         measured=measured,
         note=note,
+        heads=heads,
+        head_dim=head_dim,
     )
 
 
@@ -194,7 +198,11 @@ def plot_complexity(curves: ComplexityCurves) -> Figure:
     ax_flops.loglog(sizes, curves.dense_flops, color="tab:gray", linestyle="--", label="dense")
     ax_flops.loglog(sizes, curves.flops, marker="o", markersize=3, label=label)
     ax_flops.plot([curves.n], [curves.flops_at_n], marker="*", markersize=12, color="tab:red", linestyle="")
-    ax_flops.set(title="modeled attention FLOPs (8 heads, d=64)", xlabel="sequence length N (tokens)", ylabel="FLOPs")
+    ax_flops.set(
+        title=f"modeled attention FLOPs ({curves.heads} heads, d={curves.head_dim})",
+        xlabel="sequence length N (tokens)",
+        ylabel="FLOPs",
+    )
     ax_flops.legend(loc="upper left", fontsize=8)
 
     for series_label, points in curves.measured.items():
@@ -209,6 +217,12 @@ def plot_complexity(curves: ComplexityCurves) -> Figure:
         ax_time.set(xscale="log", yscale="log", xlim=(sizes[0], sizes[-1]), ylim=(1, 1e4))
     for ax in (ax_pairs, ax_flops, ax_time):
         ax.xaxis.set_minor_formatter(NullFormatter())  # no crowded labels between the powers of ten
+    measured_sizes = sorted({size for points in curves.measured.values() for size, _ in points})
+    if measured_sizes:  # the recorded runs span less than a decade: label each N they measured
+        ax_time.set_xticks(
+            measured_sizes, [f"{size // 1024}k" if size >= 1024 else str(size) for size in measured_sizes]
+        )
+        ax_time.minorticks_off()
     extra = {"window": f", w={curves.window}", "global+local": f", w={curves.window}, g={curves.n_global}"}
     fig.suptitle(f"{label}{extra.get(curves.pattern, '')}: counts are a model, not latency")
     return fig
