@@ -10,7 +10,7 @@ after each addition instead: U = Norm1(X + Attention(X)), Y = Norm2(U + FFN(U)).
 
 Shape letters used in the comments:
     B    batch                 N    tokens (positions)
-    d    model width, d_model  F    FFN hidden width (f in the lesson)
+    d    model width, d_model  F    FFN hidden width (f in chapter 4)
 
 Each norm has a plain twin written out (``layer_norm``, ``rms_norm``) beside the fused
 kernel its module calls; the tests check that the two agree, outputs and gradients.

@@ -1,4 +1,4 @@
-"""The capstone: a tiny GPT trained on this CPU from the book's own parts (chapter 9).
+"""The capstone: a tiny GPT trained on a CPU from the book's own parts (chapter 9).
 
     tiny_stories()          a corpus the book writes itself, the same on every machine
       -> BPETokenizer       chapter 7, trained on the training split only

@@ -4,7 +4,7 @@ Models, not measurements: FLOPs count the multiply-adds of the matrix products (
 multiply-add), bytes count what a tensor holds. Measured latency depends on kernels,
 hardware and memory traffic; see ``python -m lib.bench attention`` for that.
 
-Symbols as in the lesson: N queries (= keys in self-attention), d model width, h heads,
+Symbols as in chapter 5: N queries (= keys in self-attention), d model width, h heads,
 d_k = d_v = d / h per head, f the FFN hidden width, w a window width, g global tokens.
 """
 

@@ -37,8 +37,8 @@ class ShapeRow:
 
 
 def shape_table(module: MultiHeadAttention, x: torch.Tensor, context: torch.Tensor | None = None) -> list[ShapeRow]:
-    """The lesson's table, measured on a forward pass of ``module`` (weights as d × out, the
-    lesson's orientation; ``nn.Linear`` stores them transposed)."""
+    """Chapter 2's shape table, measured on a forward pass of ``module`` (weights as d × out,
+    the orientation the chapter's table uses; ``nn.Linear`` stores them transposed)."""
     with torch.no_grad():
         q, k, v = module.project(x, context)  # (B, H, N, D), (B, Hkv, M, D), (B, Hkv, M, D)
         heads, weights = attention(q, k, v, return_weights=True)  # (B, H, N, D), (B, H, N, M)

@@ -62,7 +62,7 @@ def _positive_int(name: str, value) -> int:
 def kv_cache_bytes(*, layers: int, batch: int, seq_len: int, kv_heads: int, head_dim: int, bytes_per_element=2):
     """Bytes of keys and values a decoder stores: 2 · L · B · N · h_kv · d_h · s.
 
-    Here L is the number of layers (the lesson's symbol), not the shape letter L of this
+    Here L is the number of layers (chapter 6's symbol), not the shape letter L of this
     module's comments. The 2 counts keys and values. This is the raw tensor storage only; paging, alignment
     and bookkeeping come on top. ``bytes_per_element`` may be fractional (0.5 for 4-bit).
 

@@ -1,4 +1,4 @@
-"""The cost model reproduces the lesson's figures and agrees with brute force and torch."""
+"""The cost model reproduces chapter 5's figures and agrees with brute force and torch."""
 
 import pytest
 import torch
@@ -23,7 +23,7 @@ from lib.costs import (
 )
 
 
-def test_lesson_score_matrix_figures():
+def test_worked_example_score_matrix_figures():
     assert score_matrix_bytes(4096, bytes_per_element=2) == 32 * MIB  # one fp16 head
     assert score_matrix_bytes(4096, heads=32, bytes_per_element=2) == 1 * GIB
     assert score_matrix_bytes(8192, heads=8, bytes_per_element=4) == 2 * GIB  # the benchmark's naive scores

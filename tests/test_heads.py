@@ -20,7 +20,7 @@ from lib.heads import (
 matplotlib.use("Agg")
 
 
-def test_shape_table_matches_the_lesson_with_named_sizes():
+def test_shape_table_matches_the_chapter_with_named_sizes():
     batch, n, m, d, h, h_kv = 2, 5, 7, 48, 6, 3
     module = MultiHeadAttention(d, h, n_kv_heads=h_kv)
     rows = {row.name: row.shape for row in shape_table(module, torch.randn(batch, n, d), torch.randn(batch, m, d))}

@@ -1,4 +1,4 @@
-"""KV caches against brute force: the lesson's numbers, in-place writes, paging, forks, errors."""
+"""KV caches against brute force: the worked example's numbers, in-place writes, paging, forks, errors."""
 
 import pytest
 import torch
@@ -17,14 +17,14 @@ MiB, GiB = 2**20, 2**30
 
 
 # --- the formula -------------------------------------------------------------------------
-def test_lesson_numbers():
-    lesson = dict(layers=32, batch=1, seq_len=4096, head_dim=128, bytes_per_element=2)
-    assert kv_cache_bytes(kv_heads=8, **lesson) == 512 * MiB
-    assert kv_cache_bytes(kv_heads=32, **lesson) == 2 * GiB
-    doubled = dict(lesson, seq_len=8192, batch=2)
-    assert kv_cache_bytes(kv_heads=8, **doubled) == 4 * kv_cache_bytes(kv_heads=8, **lesson)
+def test_worked_example_numbers():
+    example = dict(layers=32, batch=1, seq_len=4096, head_dim=128, bytes_per_element=2)
+    assert kv_cache_bytes(kv_heads=8, **example) == 512 * MiB
+    assert kv_cache_bytes(kv_heads=32, **example) == 2 * GiB
+    doubled = dict(example, seq_len=8192, batch=2)
+    assert kv_cache_bytes(kv_heads=8, **doubled) == 4 * kv_cache_bytes(kv_heads=8, **example)
     # GQA and MQA save exactly the head-count ratio
-    assert kv_cache_bytes(kv_heads=32, **lesson) // kv_cache_bytes(kv_heads=1, **lesson) == 32
+    assert kv_cache_bytes(kv_heads=32, **example) // kv_cache_bytes(kv_heads=1, **example) == 32
 
 
 def test_formula_matches_real_tensors():

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from lib.playgrounds import (
-    LESSON_QUERIES,
+    EXAMPLE_QUERIES,
     describe,
     plot_self_attention,
     self_attention_playground,
@@ -17,7 +17,7 @@ from lib.playgrounds import (
 matplotlib.use("Agg")
 
 
-def test_default_is_the_lesson_example():
+def test_default_is_the_worked_example():
     read = self_attention_read()
     torch.testing.assert_close(read.dot_products, torch.tensor([1.0, 0.0], dtype=torch.float64))
     torch.testing.assert_close(read.scores, torch.tensor([1 / math.sqrt(2), 0.0], dtype=torch.float64))
@@ -31,8 +31,8 @@ def test_causal_first_position_reads_only_itself():
     assert read.weights.tolist() == [1.0, 0.0] and read.output.tolist() == [2.0, 0.0]
     assert read.scores[1] == float("-inf") and "-inf" in describe(read)
     # the second token may read both, so the mask changes nothing for it
-    second = self_attention_read(LESSON_QUERIES[1], 1, causal=True)
-    torch.testing.assert_close(second.weights, self_attention_read(LESSON_QUERIES[1], 1).weights)
+    second = self_attention_read(EXAMPLE_QUERIES[1], 1, causal=True)
+    torch.testing.assert_close(second.weights, self_attention_read(EXAMPLE_QUERIES[1], 1).weights)
 
 
 @pytest.mark.parametrize("scaling, temperature, scale", [("none", 1.0, 1.0), ("temperature", 0.25, 4.0)])
@@ -68,7 +68,7 @@ def test_widget_controls_are_wired():
     widget = self_attention_playground()
     (token, query_x, query_y, causal), (scaling, temperature) = (box.children for box in widget.children[:2])
     token.value = 1  # choosing token 2 loads its query into the coordinate boxes
-    assert (query_x.value, query_y.value) == LESSON_QUERIES[1]
+    assert (query_x.value, query_y.value) == EXAMPLE_QUERIES[1]
     assert temperature.disabled
     scaling.value = "temperature"
     assert not temperature.disabled

@@ -6,7 +6,7 @@ import matplotlib
 import pytest
 import torch
 
-from lib.playgrounds.rope import LESSON_FREQUENCY, describe_rope_read, plot_rope_read, rope_playground, rope_read
+from lib.playgrounds.rope import EXAMPLE_FREQUENCY, describe_rope_read, plot_rope_read, rope_playground, rope_read
 
 matplotlib.use("Agg")
 
@@ -16,7 +16,7 @@ def rotate(vector, angle):
     return (x * math.cos(angle) - y * math.sin(angle), x * math.sin(angle) + y * math.cos(angle))
 
 
-def test_default_is_the_lesson_example():
+def test_default_is_the_worked_example():
     read = rope_read()
     assert (read.query_position, read.key_position, read.gap) == (1, 2, 1)
     assert read.frequency == pytest.approx(math.pi / 4)
@@ -27,7 +27,7 @@ def test_default_is_the_lesson_example():
 
 
 def test_shifting_both_positions_keeps_the_score():
-    assert round(rope_read(5, 6).score, 4) == 0.7071  # the lesson's second pair
+    assert round(rope_read(5, 6).score, 4) == 0.7071  # the worked example's second pair
     for shift in (0, 3, 17, 250):
         assert rope_read(1 + shift, 2 + shift).score == pytest.approx(math.cos(math.pi / 4), abs=1e-9)
 
@@ -49,7 +49,7 @@ def test_matches_hand_rotation_for_any_vectors(m, n, frequency):
 
 def test_changing_the_gap_follows_a_cosine_for_equal_vectors():
     for gap in range(-8, 9):
-        assert rope_read(3, 3 + gap).score == pytest.approx(math.cos(gap * LESSON_FREQUENCY), abs=1e-12)
+        assert rope_read(3, 3 + gap).score == pytest.approx(math.cos(gap * EXAMPLE_FREQUENCY), abs=1e-12)
 
 
 def test_bad_settings_are_reported():

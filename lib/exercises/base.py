@@ -15,7 +15,7 @@ __all__ = ["WrongAnswer", "ValueExercise", "Case", "FunctionExercise", "Exercise
 
 @dataclass(frozen=True)
 class WrongAnswer:
-    """A wrong answer the lesson warns about, and what it tells us about the mistake."""
+    """A wrong answer the chapter warns about, and what it tells us about the mistake."""
 
     value: Any
     feedback: str

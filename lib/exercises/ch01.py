@@ -1,7 +1,7 @@
 """Chapter 1's check-yourself exercises: one attention read.
 
 Value exercises are plain data: the expected answer, its tolerance, and the wrong answers
-the lesson warns about with the feedback each earns. The numbers are written as the
+this chapter warns about with the feedback each earns. The numbers are written as the
 arithmetic that produces them, so a reader can follow where each comes from.
 Function exercises name a reference in lib and hidden cases, each with what failing it
 usually means. ``tests/test_exercises.py`` proves each accepts its reference answer and
@@ -18,7 +18,7 @@ from lib.attention import softmax
 from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswer
 
 # --- Chapter 1: one attention read ----------------------------------------------------
-# The lesson's example: q = [1, 0]; keys [1, 0] and [0, 1]; values [2, 0] and [0, 4]; d_k = 2.
+# The worked example: q = [1, 0]; keys [1, 0] and [0, 1]; values [2, 0] and [0, 4]; d_k = 2.
 _SCORE = 1 / math.sqrt(2)  # q·k1 / √2; q·k2 / √2 is 0
 _W1 = math.exp(_SCORE) / (math.exp(_SCORE) + 1)  # softmax([0.7071, 0])[0] ≈ 0.6698
 _W2 = 1 - _W1  # ≈ 0.3302
@@ -37,11 +37,11 @@ def _softmax2(s1: float, s2: float) -> tuple[float, float]:
 
 
 def _read(w1: float) -> list[float]:
-    """The output w1·[2, 0] + (1 - w1)·[0, 4] with the lesson's values."""
+    """The output w1·[2, 0] + (1 - w1)·[0, 4] with the worked example's values."""
     return [2 * w1, 4 * (1 - w1)]
 
 
-# Exercise 1.1: the query [2, 0], twice as long as the lesson's and pointing the same way.
+# Exercise 1.1: the query [2, 0], twice as long as the worked example's and pointing the same way.
 _LONG_W1, _LONG_W2 = _softmax2(2 / math.sqrt(2), 0.0)  # scores [√2, 0]: weights ≈ [0.8044, 0.1956]
 _LONG_NO_SCALE = _read(_softmax2(2.0, 0.0)[0])  # scores [2, 0] ≈ [1.7616, 0.4768]
 _LONG_BY_D_K = _read(_softmax2(1.0, 0.0)[0])  # scores [1, 0] ≈ [1.4621, 1.0758]

@@ -1,7 +1,7 @@
 """Chapter 3's check-yourself exercises: masks and positions.
 
 Value exercises are plain data; each number is written as the arithmetic that produces it.
-The numbers are picked so that each mistake the lesson warns about lands on its own wrong
+The numbers are picked so that each mistake this chapter warns about lands on its own wrong
 answer (``tests/test_exercises.py`` checks that no two coincide).
 """
 
@@ -243,12 +243,12 @@ CHAPTER_3 = (
             f"ω₃₂ = 500000^(-2·32/128) = 500000^(-1/2) ≈ {_OMEGA:.6f} rad/position, so a full turn takes "
             f"2π/ω ≈ {_PERIOD:.1f} positions."
         ),
-        hints=("Pair i turns base^(-2i/d) radians per position.",),
+        hints=("Pair i turns base^(-2i/d_k) radians per position.",),
         wrong_answers=(
             WrongAnswer(1 / _OMEGA, "That is 1/ω, positions per radian. A full turn is 2π radians."),
             WrongAnswer(
                 2 * math.pi * 500000 ** (32 / 128),
-                "The exponent is -2i/d: pairs are numbered by i, and pair i holds coordinates 2i and 2i+1.",
+                "The exponent is -2i/d_k: pairs are numbered by i, and pair i holds coordinates 2i and 2i+1.",
             ),
             WrongAnswer(2 * math.pi * 10000 ** (2 * 32 / 128), "That used base 10000; this model uses 500000."),
             WrongAnswer(_OMEGA, "That is the frequency ω in radians per position; the question asks for the period."),
@@ -278,7 +278,7 @@ CHAPTER_3_FUNCTIONS = (
     FunctionExercise(
         id="3.rope-pairs",
         question=(
-            "Write rope_pairs(x, positions, freqs): x is (..., N, D), positions (N,), freqs (D/2,). Rotate "
+            "Write rope_pairs(x, positions, freqs): x is (..., N, d_k), positions (N,), freqs (d_k/2,). Rotate "
             "each pair of coordinates (2i, 2i+1) of token n counterclockwise by positions[n] · freqs[i]: "
             "(a, b) becomes (a cos θ - b sin θ, a sin θ + b cos θ)."
         ),
@@ -302,7 +302,7 @@ CHAPTER_3_FUNCTIONS = (
             Case(
                 "leading batch and head axes",
                 lambda: (_case_x(2, 3, 4, 4, seed=3), _f64([5.0, 6.0, 7.0, 8.0]), _f64([1.0, 0.01])),
-                "Work on the last two axes, (..., N, D): positions index the second-to-last axis.",
+                "Work on the last two axes, (..., N, d_k): positions index the second-to-last axis.",
             ),
         ),
         wrong_answers=(
@@ -319,7 +319,7 @@ CHAPTER_3_FUNCTIONS = (
             ),
             WrongAnswer(
                 lambda x, positions, freqs: apply_rope(x, positions, freqs=freqs, layout="half"),
-                "You paired coordinate i with i + D/2 (the GPT-NeoX/LLaMA 'half' layout). This exercise pairs "
+                "You paired coordinate i with i + d_k/2 (the GPT-NeoX/LLaMA 'half' layout). This exercise pairs "
                 "neighbours, 2i with 2i+1 (RoFormer, GPT-J). A checkpoint works only with its own layout.",
             ),
             WrongAnswer(
@@ -334,7 +334,7 @@ CHAPTER_3_FUNCTIONS = (
             "Take even = x[..., 0::2] and odd = x[..., 1::2]; the angles are positions[:, None] * freqs; "
             "stack (even cos - odd sin, even sin + odd cos) on a new last axis and flatten it back."
         ),
-        hints=("angles = positions[:, None] * freqs[None, :] has shape (N, D/2), one angle per token and pair.",),
+        hints=("angles = positions[:, None] * freqs[None, :] has shape (N, d_k/2), one angle per token and pair.",),
         atol=1e-8,
         rtol=1e-8,
     ),

@@ -2,7 +2,7 @@
 
 Every expected value is computed by lib (``lib.costs``, ``lib.tiled_softmax``) from numbers
 other than the ones the chapter prints, and each wrong answer is the result of one mistake
-the lesson warns about, with numbers picked so that no two mistakes give the same answer.
+the chapter warns about, with numbers picked so that no two mistakes give the same answer.
 """
 
 from __future__ import annotations

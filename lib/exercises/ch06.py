@@ -2,7 +2,7 @@
 
 Each number is written as the arithmetic that produces it (through ``kv_cache_bytes`` and
 ``blocks_needed`` where they apply), and each wrong answer is the result of one mistake
-the lesson warns about, with numbers chosen so that no two mistakes give the same answer.
+the chapter warns about, with numbers chosen so that no two mistakes give the same answer.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Interactive playgrounds (ipywidgets), each driven by a pure function that tests call.
 
-Chapter 1: the self-attention playground. A two-token sequence with the lesson's keys
+Chapter 1: the self-attention playground. A two-token sequence with the worked example's keys
 [1, 0], [0, 1] and values [2, 0], [0, 4]. Pick which token's query reads (or type its two
 coordinates), how the scores are scaled, and whether the causal mask is on; see the
 scores, the weights and the output beside the values.
@@ -25,11 +25,11 @@ from matplotlib.figure import Figure
 
 from lib.attention import attention, causal_mask
 
-LESSON_KEYS = ((1.0, 0.0), (0.0, 1.0))
-LESSON_VALUES = ((2.0, 0.0), (0.0, 4.0))
-# Token 1's query is the lesson's q = [1, 0]. The lesson gives no query for token 2: its
-# [0, 1] is invented for the playground, picked to match token 2's own key.
-LESSON_QUERIES = ((1.0, 0.0), (0.0, 1.0))
+EXAMPLE_KEYS = ((1.0, 0.0), (0.0, 1.0))
+EXAMPLE_VALUES = ((2.0, 0.0), (0.0, 4.0))
+# Token 1's query is the worked example's q = [1, 0]. The worked example has no query for
+# token 2: its [0, 1] is added for the playground, picked to match token 2's own key.
+EXAMPLE_QUERIES = ((1.0, 0.0), (0.0, 1.0))
 SCALINGS = ("1/√d_k", "none", "temperature")
 
 
@@ -63,11 +63,11 @@ def score_scale(scaling: str, d_k: int, temperature: float = 1.0) -> float:
 
 
 def self_attention_read(
-    query=LESSON_QUERIES[0],
+    query=EXAMPLE_QUERIES[0],
     position: int = 0,
     *,
-    keys=LESSON_KEYS,
-    values=LESSON_VALUES,
+    keys=EXAMPLE_KEYS,
+    values=EXAMPLE_VALUES,
     scaling: str = "1/√d_k",
     temperature: float = 1.0,
     causal: bool = False,
@@ -177,8 +177,8 @@ def self_attention_playground() -> widgets.Widget:
     """Widgets for ``self_attention_read``: query token or coordinates, scaling, causal mask."""
     style = {"description_width": "initial"}
     token = widgets.Dropdown(options=[("token 1", 0), ("token 2", 1)], value=0, description="query of", style=style)
-    query_x = widgets.FloatText(value=LESSON_QUERIES[0][0], step=0.1, description="q[0]", layout={"width": "150px"})
-    query_y = widgets.FloatText(value=LESSON_QUERIES[0][1], step=0.1, description="q[1]", layout={"width": "150px"})
+    query_x = widgets.FloatText(value=EXAMPLE_QUERIES[0][0], step=0.1, description="q[0]", layout={"width": "150px"})
+    query_y = widgets.FloatText(value=EXAMPLE_QUERIES[0][1], step=0.1, description="q[1]", layout={"width": "150px"})
     scaling = widgets.ToggleButtons(options=SCALINGS, value="1/√d_k", description="scaling", style=style)
     temperature = widgets.FloatLogSlider(
         value=math.sqrt(2), base=10, min=-1, max=1, step=0.05, description="temperature", disabled=True, style=style
@@ -186,7 +186,7 @@ def self_attention_playground() -> widgets.Widget:
     causal = widgets.Checkbox(value=False, description="causal mask")
 
     def use_token_query(change):
-        query_x.value, query_y.value = LESSON_QUERIES[change["new"]]
+        query_x.value, query_y.value = EXAMPLE_QUERIES[change["new"]]
 
     def enable_temperature(change):
         temperature.disabled = change["new"] != "temperature"

@@ -1,6 +1,6 @@
 """The RoPE playground (chapter 3): move both positions, change the gap, watch the score.
 
-Two fixed two-dimensional content vectors, the lesson's q = k = [1, 0] by default, are
+Two fixed two-dimensional content vectors, the worked example's q = k = [1, 0] by default, are
 rotated by RoPE with one frequency (radians per position): the query at position m, the
 key at position n. The score (R_m q)·(R_n k) is shown beside qᵀ R_(n-m) k, the same
 number computed from the gap alone. Shifting both positions leaves it unchanged; changing
@@ -27,10 +27,10 @@ from matplotlib.figure import Figure
 
 from lib.rope import apply_rope, rope_rotation_matrix
 
-__all__ = ["LESSON_FREQUENCY", "RopeRead", "rope_read", "describe_rope_read", "plot_rope_read", "rope_playground"]
+__all__ = ["EXAMPLE_FREQUENCY", "RopeRead", "rope_read", "describe_rope_read", "plot_rope_read", "rope_playground"]
 
-LESSON_FREQUENCY = math.pi / 4  # radians per position, the lesson's 2-D example
-LESSON_VECTOR = (1.0, 0.0)  # q = k = [1, 0]
+EXAMPLE_FREQUENCY = math.pi / 4  # radians per position, chapter 3's 2-D example
+EXAMPLE_VECTOR = (1.0, 0.0)  # q = k = [1, 0]
 
 
 @dataclass(frozen=True)
@@ -57,9 +57,9 @@ def rope_read(
     query_position: float = 1,
     key_position: float = 2,
     *,
-    frequency: float = LESSON_FREQUENCY,
-    query=LESSON_VECTOR,
-    key=LESSON_VECTOR,
+    frequency: float = EXAMPLE_FREQUENCY,
+    query=EXAMPLE_VECTOR,
+    key=EXAMPLE_VECTOR,
 ) -> RopeRead:
     """Rotate q to position m and k to position n with ``lib.rope.apply_rope``; score them."""
     if not math.isfinite(frequency):
@@ -166,7 +166,7 @@ def rope_playground(max_position: int = 40, max_gap: int = 12) -> widgets.Widget
     )
     gap = widgets.IntSlider(value=1, min=-max_gap, max=max_gap, description="gap n − m", style=style)
     frequency = widgets.FloatSlider(
-        value=LESSON_FREQUENCY,
+        value=EXAMPLE_FREQUENCY,
         min=0.0,
         max=math.pi,
         step=math.pi / 64,  # π/4 lies on the grid
