@@ -192,6 +192,10 @@ def _fused_attention(
         # Only here do SDPA's top-left causal and our bottom-right causal agree; passing the
         # flag (not a mask) lets SDPA skip the masked half of the score matrix.
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, enable_gqa=gqa)
+    if is_causal and mask is None and n_queries == 1 and n_keys >= 1:
+        # One new query (a decode step) sits at the last position and may read every key:
+        # bottom-right causal masks nothing, and SDPA without a mask can take its fastest path.
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, enable_gqa=gqa)
     if is_causal:  # N != M or another mask too: spell the bottom-right triangle out
         causal = causal_mask(n_queries, n_keys, device=q.device)  # (N, M)
         if mask is None:

@@ -32,7 +32,7 @@ import torch.nn as nn
 
 from lib.blocks import Block, make_norm, swiglu_hidden
 from lib.kv_cache import KVCache
-from lib.rope import apply_rope, rope_frequencies
+from lib.rope import rope_cos_sin, rope_frequencies, rotate_pairs
 
 __all__ = [
     "GPTConfig",
@@ -102,6 +102,9 @@ def count_parameters(config: GPTConfig) -> int:
     return config.n_layers * per_layer + embedding + norm_params + head
 
 
+Rotation = tuple[torch.Tensor, torch.Tensor]  # RoPE's (cos, sin) at the new positions, (T, D/2) each
+
+
 class DecoderBlock(Block):
     """Chapter 4's pre-norm ``Block``, with RoPE on q and k and an optional KV cache.
 
@@ -123,22 +126,22 @@ class DecoderBlock(Block):
             bias=config.bias,
         )
 
-    def causal_attention(
-        self, x: torch.Tensor, positions: torch.Tensor, freqs: torch.Tensor, cache: KVCache | None
-    ) -> torch.Tensor:
-        """(B, T, C) normalized input -> (B, T, C), reading the cache's L tokens and the T new ones."""
+    def causal_attention(self, x: torch.Tensor, rotation: Rotation, cache: KVCache | None) -> torch.Tensor:
+        """(B, T, C) normalized input -> (B, T, C), reading the cache's L tokens and the T new ones.
+
+        ``rotation`` is the (cos, sin) of RoPE's angles at the T new positions, (T, D/2) each:
+        ``apply_rope`` split in two, so that the tables are computed once for all layers.
+        """
         q, k, v = self.attn.project(x)  # (B, H, T, D), (B, Hkv, T, D), (B, Hkv, T, D)
-        q = apply_rope(q, positions, freqs=freqs)  # (B, H, T, D)
-        k = apply_rope(k, positions, freqs=freqs)  # (B, Hkv, T, D): rotated once, then cached
+        q = rotate_pairs(q, *rotation)  # (B, H, T, D)
+        k = rotate_pairs(k, *rotation)  # (B, Hkv, T, D): rotated once, then cached
         if cache is not None:
             k, v = cache.append(k, v)  # (B, Hkv, L + T, D) each: Hkv heads, never expanded to H
         heads = self.attn.attend(q, k, v, is_causal=True)  # (B, H, T, D), bottom-right causal
         return self.attn.out_proj(self.attn.merge_heads(heads))  # (B, T, C)
 
-    def forward(
-        self, x: torch.Tensor, positions: torch.Tensor, freqs: torch.Tensor, cache: KVCache | None = None
-    ) -> torch.Tensor:
-        x = x + self.dropout1(self.causal_attention(self.norm1(x), positions, freqs, cache))  # (B, T, C)
+    def forward(self, x: torch.Tensor, rotation: Rotation, cache: KVCache | None = None) -> torch.Tensor:
+        x = x + self.dropout1(self.causal_attention(self.norm1(x), rotation, cache))  # (B, T, C)
         return x + self.dropout2(self.ffn(self.norm2(x)))  # (B, T, C)
 
 
@@ -193,8 +196,9 @@ class GPT(nn.Module):
         start = len(caches[0]) if caches is not None else 0
         positions = torch.arange(start, start + idx.shape[1], device=idx.device)  # (T,)
         x = self.embed(idx)  # (B, T, C)
+        rotation = rope_cos_sin(positions, self.freqs, x.dtype)  # (T, D/2) cos and sin, shared by all layers
         for i, block in enumerate(self.blocks):
-            x = block(x, positions, self.freqs, None if caches is None else caches[i])  # (B, T, C)
+            x = block(x, rotation, None if caches is None else caches[i])  # (B, T, C)
         if last_only:
             x = x[:, -1:]  # (B, 1, C): generation needs only the last position's logits
         return self.head(self.norm(x))  # (B, T, V)

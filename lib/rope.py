@@ -164,7 +164,27 @@ def apply_rope(
     angles = rope_angles(_as_positions(positions, n_tokens, x.device), _as_frequencies(freqs, dim, base, x.device))
     cos = torch.cos(angles).to(x.dtype)  # (N, P)
     sin = torch.sin(angles).to(x.dtype)  # (N, P)
+    return rotate_pairs(x, cos, sin, layout=layout)
 
+
+def rope_cos_sin(positions: torch.Tensor, freqs: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N, P) cos and sin of the angles position × frequency, computed in float64, cast to ``dtype``.
+
+    A model rotates q and k of every layer at the same positions: it computes these tables
+    once per forward pass and hands them to ``rotate_pairs`` (what ``apply_rope`` does in one go).
+    """
+    angles = rope_angles(positions.to(torch.float64), freqs.to(torch.float64))  # (N, P)
+    return torch.cos(angles).to(dtype), torch.sin(angles).to(dtype)
+
+
+def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layout: str = "half") -> torch.Tensor:
+    """Rotate the coordinate pairs of x (..., N, D) by the angles whose (N, D/2) cos and sin are given."""
+    dim = x.shape[-1]
+    if cos.shape != (x.shape[-2], dim // 2) or sin.shape != cos.shape:
+        raise ValueError(
+            f"cos and sin must be (N, D/2) = {(x.shape[-2], dim // 2)} for x {tuple(x.shape)}, "
+            f"got {tuple(cos.shape)} and {tuple(sin.shape)}"
+        )
     if layout == "half":
         first, second = x[..., : dim // 2], x[..., dim // 2 :]  # (..., N, P) each
         return torch.cat((first * cos - second * sin, first * sin + second * cos), dim=-1)  # (..., N, D)

@@ -15,10 +15,10 @@ def test_kv_benchmark_prints_both_columns_and_the_ratio(capsys):
 
 
 def test_decode_timings_rows_and_limits():
-    model = build_model(layers=1, d_model=16, heads=2, kv_heads=1, vocab=20, max_len=12)
+    model = build_model(layers=1, d_model=16, heads=2, kv_heads=1, vocab=20, max_len=30)
     rows = decode_timings(model, [4, 8], repeats=2)
     assert [r.context for r in rows] == [4, 8]
     assert all(r.cached_ms > 0 and r.recompute_ms > 0 and r.speedup > 0 for r in rows)
     assert len(format_rows(rows)) == 3
-    with pytest.raises(ValueError, match="max_len=12"):
-        decode_timings(model, [11], repeats=2)
+    with pytest.raises(ValueError, match="max_len=30"):
+        decode_timings(model, [20], repeats=2)  # 20 + 2 rounds x 8 steps > 30

@@ -275,3 +275,23 @@ def test_learned_positions_refuse_positions_past_the_table():
         table(torch.tensor([1.0]))
     with pytest.raises(ValueError, match="max_len"):
         LearnedPositions(0, 4)
+
+
+def test_precomputed_tables_rotate_as_apply_rope_does():
+    """rope_cos_sin + rotate_pairs (what lib.gpt does once per forward) equals apply_rope, both layouts."""
+    from lib.rope import rope_cos_sin, rotate_pairs
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 5, 16, generator=gen, dtype=torch.float64)
+    positions = torch.arange(7, 12)
+    freqs = rope_frequencies(16, 500.0).double()
+    for layout in ("half", "interleaved"):
+        cos, sin = rope_cos_sin(positions, freqs, x.dtype)
+        torch.testing.assert_close(
+            rotate_pairs(x, cos, sin, layout=layout),
+            apply_rope(x, positions, freqs=freqs, layout=layout),
+            rtol=0,
+            atol=1e-12,
+        )
+    with pytest.raises(ValueError, match="cos and sin"):
+        rotate_pairs(x, cos[:4], sin[:4])

@@ -1,9 +1,10 @@
 """KV cache: time per generated token with the cache vs recomputing the whole prefix.
 
 A small GPT (``lib.gpt``; 4 layers, d_model 256 by default) is prefilled with C random
-tokens. Then, in turns, one decode step through the cache (one token reads C cached
-keys and values) and one step without it (a full forward pass over the C tokens, which is
-what generation without a cache does for every new token). Times are medians over
+tokens. Then, in turns, a few consecutive decode steps through the cache (each new token
+reads the C or so cached keys and values; per token: their mean) and one step without it (a
+full forward pass over the C tokens, which is what generation without a cache does for
+every new token). Times are medians over
 ``--repeats`` rounds, and the speed-up is the median of the per-round ratios, so a
 machine that slows down between rounds moves both sides together.
 
@@ -61,6 +62,12 @@ def decode_timings(
         torch.set_num_threads(previous)
 
 
+# Generation runs decode steps back to back, so each round times a few in a row (per token:
+# their mean), then one recomputation of the whole prefix. A single decode step timed right
+# after a recomputation would also pay for the caches the recomputation evicted.
+STEPS_PER_ROUND = 8
+
+
 def _measure(model: GPT, contexts: list[int], *, repeats: int, seed: int) -> list[DecodeTiming]:
     generator = torch.Generator().manual_seed(seed)
     vocab = model.config.vocab_size
@@ -74,17 +81,20 @@ def _measure(model: GPT, contexts: list[int], *, repeats: int, seed: int) -> lis
         model(warm[:, :1], caches=warm_caches, last_only=True)
     rows = []
     for context in contexts:
-        if context + repeats > model.config.max_len:
-            raise ValueError(f"context {context} + {repeats} decode steps exceed max_len={model.config.max_len}")
+        if context + repeats * STEPS_PER_ROUND > model.config.max_len:
+            raise ValueError(
+                f"context {context} + {repeats * STEPS_PER_ROUND} decode steps exceed max_len={model.config.max_len}"
+            )
         prompt = torch.randint(0, vocab, (1, context), generator=generator)  # (1, C)
-        caches = model.new_caches(1, context + repeats)
+        caches = model.new_caches(1, context + repeats * STEPS_PER_ROUND)
         model(prompt, caches=caches, last_only=True)  # prefill, not timed (it also warms up this length)
         cached, recomputed = [], []
         for _ in range(repeats):
-            token = torch.randint(0, vocab, (1, 1), generator=generator)  # (1, 1)
+            tokens = torch.randint(0, vocab, (STEPS_PER_ROUND, 1, 1), generator=generator)  # (S, 1, 1)
             start = time.perf_counter()
-            model(token, caches=caches, last_only=True)  # one token reads the cached context
-            cached.append(time.perf_counter() - start)
+            for token in tokens:  # consecutive decode steps, as generation runs them
+                model(token, caches=caches, last_only=True)  # one token reads the cached context
+            cached.append((time.perf_counter() - start) / STEPS_PER_ROUND)
             start = time.perf_counter()
             model(prompt, last_only=True)  # no cache: the whole prefix again
             recomputed.append(time.perf_counter() - start)
@@ -141,7 +151,7 @@ def main(args: argparse.Namespace) -> list[DecodeTiming]:
     threads = args.threads or torch.get_num_threads()
     model = build_model(
         layers=args.layers, d_model=args.d_model, heads=args.heads, kv_heads=args.kv_heads, vocab=args.vocab,
-        max_len=max(args.contexts) + args.repeats,
+        max_len=max(args.contexts) + args.repeats * STEPS_PER_ROUND,
     )  # fmt: skip
     n_params = sum(p.numel() for p in model.parameters())
     print(
