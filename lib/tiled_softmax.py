@@ -36,12 +36,13 @@ import torch
 
 from lib.attention import resolve_scale, validate_attention_inputs
 
-# Defaults chosen with `python -m lib.bench attention --sweep` on a 2-core CPU. A (256, 1024)
-# tile of 8 heads is 8 MB in fp32: big enough that the Python loop stays short (64 tiles at
-# N=4096) and the matrix products run near full speed, small enough that peak memory at
-# N=8192 is a few tiles rather than the 2 GB score matrix. Causal attention loses little to
-# the wide key blocks, because its masked diagonal tiles are only block_q wide (_key_tiles).
-BLOCK_Q, BLOCK_K = 256, 1024
+# Defaults chosen with `python -m lib.bench attention --sweep` on a 2-core CPU (2026-11-30,
+# N=4096, tiled / SDPA and causal / full): (256, 1024) 1.55 and 0.56; (384, 1024) 1.43 and
+# 0.64; (512, 1024) 1.36 and 0.67. Taller query blocks mean fewer trips round the Python loop
+# but coarser causal skipping (a masked diagonal tile is block_q wide, see _key_tiles);
+# (384, 1024) keeps both within the book's bars. A (384, 1024) tile of 8 heads is 12 MB in
+# fp32, so peak memory at N=8192 is a few tiles rather than the 2 GB score matrix.
+BLOCK_Q, BLOCK_K = 384, 1024
 
 
 def online_softmax_update(m: torch.Tensor, l: torch.Tensor, block: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
