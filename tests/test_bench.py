@@ -25,6 +25,9 @@ def test_attention_benchmark_writes_its_csv(tmp_path, capsys):
     rows = list(csv.DictReader(out.open()))
     assert {row["impl"] for row in rows} == {"naive", "tiled", "sdpa"}
     assert {"device_name", "torch", "date", "median_ms", "peak_extra_mib"} <= set(rows[0])
+    from lib.bench.attention import device_name
+
+    assert {row["device_name"] for row in rows} == {device_name("cpu")}  # the machine, not an implementation
     assert all(float(row["peak_extra_mib"]) >= 0 for row in rows)
     printed = capsys.readouterr().out
     assert "tiled / sdpa time" in printed and "tiled / naive peak memory" in printed

@@ -155,8 +155,8 @@ def run(args: argparse.Namespace) -> list[dict]:
     head_dims = args.head_dims or ([64] if device == "cpu" else [64, 128])
     impls = implementations(device)
     today = datetime.date.today().isoformat()
-    name = device_name(device)
-    print(f"{name}, torch {torch.__version__}, {dtype}, B=1, heads={N_HEADS}, {today}")
+    machine = device_name(device)  # not `name`: the loops below name implementations
+    print(f"{machine}, torch {torch.__version__}, {dtype}, B=1, heads={N_HEADS}, {today}")
     rows: list[dict] = []
     round_times: dict[tuple[int, int], dict] = {}  # (head_dim, n) -> the fast cases' times per round
     for head_dim in head_dims:
@@ -187,7 +187,7 @@ def run(args: argparse.Namespace) -> list[dict]:
                         else peak_extra_bytes_cpu(name, n, head_dim, is_causal)
                     )
                 rows.append({
-                    "device": device, "device_name": name, "torch": torch.__version__,
+                    "device": device, "device_name": machine, "torch": torch.__version__,
                     "date": today, "impl": name, "n": n, "heads": N_HEADS, "head_dim": head_dim,
                     "dtype": str(dtype).removeprefix("torch."), "causal": is_causal,
                     "median_ms": round(seconds * 1e3, 3),
@@ -281,8 +281,10 @@ def windowed(args: argparse.Namespace) -> list[dict]:
     head_dim = (args.head_dims or [64])[0]
     impls = pattern_implementations(window)
     today = datetime.date.today().isoformat()
-    name = device_name(device)
-    print(f"{name}, torch {torch.__version__}, {dtype}, B=1, heads={N_HEADS}, d={head_dim}, window={window}, {today}")
+    machine = device_name(device)
+    print(
+        f"{machine}, torch {torch.__version__}, {dtype}, B=1, heads={N_HEADS}, d={head_dim}, window={window}, {today}"
+    )
     inputs = {n: make_inputs(n, head_dim, dtype, device) for n in sizes}
     cases = {(impl, n): functools.partial(fn, *inputs[n]) for n in sizes for impl, (fn, _) in impls.items()}
     times = time_round_robin(cases, args.repeats, device)
@@ -293,7 +295,7 @@ def windowed(args: argparse.Namespace) -> list[dict]:
         half = (impl, n // 2)
         ratio = round(paired_ratio(times, (impl, n), half), 3) if n % 2 == 0 and half in times else ""
         rows.append({
-            "device": device, "device_name": name, "torch": torch.__version__, "date": today,
+            "device": device, "device_name": machine, "torch": torch.__version__, "date": today,
             "impl": impl, "n": n, "heads": N_HEADS, "head_dim": head_dim,
             "dtype": str(dtype).removeprefix("torch."), "causal": impls[impl][1],
             "window": window if impl == "tiled-window" else "", "median_ms": round(seconds * 1e3, 3),
