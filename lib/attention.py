@@ -41,18 +41,8 @@ from lib.validation import (
     validate_attention_inputs,
 )
 
-__all__ = [
-    "softmax",
-    "attention",
-    "causal_mask",
-    "sliding_window_mask",
-    "padding_mask",
-    "segment_mask",
-    "mask_from_torch",
-    "MultiHeadAttention",
-    "validate_attention_inputs",
-    "resolve_scale",
-]
+__all__ = ["softmax", "attention", "causal_mask", "sliding_window_mask", "padding_mask", "segment_mask"]
+__all__ += ["mask_from_torch", "MultiHeadAttention", "validate_attention_inputs", "resolve_scale"]
 
 
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -188,14 +178,12 @@ def _fused_attention(
     """
     n_queries, n_keys = q.shape[-2], k.shape[-2]
     gqa = q.shape[-3] != k.shape[-3]
-    if is_causal and mask is None and n_queries == n_keys:
-        # Only here do SDPA's top-left causal and our bottom-right causal agree; passing the
-        # flag (not a mask) lets SDPA skip the masked half of the score matrix.
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, enable_gqa=gqa)
-    if is_causal and mask is None and n_queries == 1 and n_keys >= 1:
-        # One new query (a decode step) sits at the last position and may read every key:
-        # bottom-right causal masks nothing, and SDPA without a mask can take its fastest path.
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, enable_gqa=gqa)
+    if is_causal and mask is None and (n_queries == n_keys or (n_queries == 1 and n_keys >= 1)):
+        # SDPA needs no mask from us here. With N == M its top-left causal is our bottom-right
+        # one (the flag lets it skip the masked half); one decode query (N = 1) sits at the
+        # last position and reads every key, so nothing is masked and SDPA takes its fast path.
+        causal = n_queries == n_keys
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=causal, enable_gqa=gqa)
     if is_causal:  # N != M or another mask too: spell the bottom-right triangle out
         causal = causal_mask(n_queries, n_keys, device=q.device)  # (N, M)
         if mask is None:

@@ -199,12 +199,7 @@ def run(args: argparse.Namespace) -> list[dict]:
                 )
             del inputs
     out = Path(args.out or RESULTS / f"attention_{device}.csv")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"\nwrote {out}")
+    write_csv(rows, out)
     print("\nTime ratios are medians over rounds of side-by-side ratios; memory ratios are from single runs.")
     print("\n".join(ratios(rows, round_times)))
     return rows
@@ -303,12 +298,7 @@ def windowed(args: argparse.Namespace) -> list[dict]:
         })  # fmt: skip
         print(f"  N={n:6d} {impl:14} {seconds * 1e3:10.2f} ms")
     out = Path(args.out or RESULTS / f"attention_window_{device}.csv")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"\nwrote {out}")
+    write_csv(rows, out)
     print("\nTime when N doubles (medians over rounds of side-by-side ratios):")
     print("\n".join(doubling_ratios(times, sizes, list(impls), window)))
     return rows
@@ -382,6 +372,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         help="block sizes for --sweep, as QxK (e.g. 256x512)",
     )
+
+
+def write_csv(rows: list[dict], out: Path) -> None:
+    """The measured rows as a CSV (one row per implementation and size), creating the folder."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"\nwrote {out}")
 
 
 def main(args: argparse.Namespace) -> None:
