@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 MATHJAX  := book/_static/mathjax/MathJax.js
 JB_FLAGS := --config book/_config.yml --toc book/_toc.yml --path-output book -W -n --keep-going
 
-.PHONY: venv book mathjax test test-lib browser-test lab student lint clean
+.PHONY: venv book mathjax trained test test-lib browser-test lab student lint clean
 
 # The environment is rebuilt only when requirements.txt or pyproject.toml change.
 $(STAMP): requirements.txt pyproject.toml
@@ -18,7 +18,7 @@ $(STAMP): requirements.txt pyproject.toml
 venv: $(STAMP)
 
 ## book: execute the notebooks (cached) and build the HTML book, which reads offline
-book: $(STAMP) $(MATHJAX)
+book: $(STAMP) $(MATHJAX) trained
 	$(BIN)/python -m lib.checks --export-js book/_static/exercises.js
 	$(BIN)/jupyter-book build . $(JB_FLAGS)
 	@echo "The book is at $(CURDIR)/book/_build/html/index.html"
@@ -30,8 +30,13 @@ $(MATHJAX): $(STAMP)
 	shutil.copytree(pathlib.Path(m.__file__).parent / 'static', 'book/_static/mathjax', dirs_exist_ok=True)"
 	touch $@
 
+## trained: the capstone GPT of chapter 9, trained once (about two minutes of CPU) and cached
+## in .cache/trained/, so that no notebook cell spends minutes training under nbval or the book
+trained: $(STAMP)
+	$(BIN)/python -c "from lib.capstone import train_capstone; train_capstone(progress=False)"
+
 ## test: library tests, then nbval over every chapter (numbers marked NBVAL_CHECK_OUTPUT must match)
-test: $(STAMP)
+test: $(STAMP) trained
 	$(BIN)/python -m pytest tests chapters -m "not browser" --nbval-lax --nbval-current-env -p no:cacheprovider
 
 test-lib: $(STAMP)

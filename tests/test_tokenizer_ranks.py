@@ -53,7 +53,10 @@ def test_special_tokens_as_tiktoken_gives_them(cl100k):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(st.characters(codec="utf-8"), max_size=60))
+# Unassigned code points (category Cn in Python's Unicode tables) are left out: the regex
+# engines behind tiktoken and behind us ship different Unicode versions, and a code point a
+# newer version assigns (as a letter, say) is split differently by the same pattern.
+@given(st.text(st.characters(codec="utf-8", exclude_categories=("Cn",)), max_size=60))
 def test_same_ids_as_tiktoken_on_random_unicode(text):
     encoding, ours = _shared_cl100k()
     assert ours.encode(text) == encoding.encode_ordinary(text)
