@@ -17,8 +17,8 @@ $(STAMP): requirements.txt pyproject.toml
 
 venv: $(STAMP)
 
-## book: execute the notebooks (cached) and build the HTML book, which reads offline
-book: $(STAMP) $(MATHJAX) trained
+## book: build the HTML book from the stored notebooks (make test checks them), which reads offline
+book: $(STAMP) $(MATHJAX)
 	$(BIN)/python -m lib.checks --export-js book/_static/exercises.js
 	$(BIN)/jupyter-book build . $(JB_FLAGS)
 	@echo "The book is at $(CURDIR)/book/_build/html/index.html"
@@ -31,7 +31,7 @@ $(MATHJAX): $(STAMP)
 	touch $@
 
 ## trained: the capstone GPT of chapter 9, trained once (about two minutes of CPU) and cached
-## in .cache/trained/, so that no notebook cell spends minutes training under nbval or the book
+## in .cache/trained/, so that no notebook cell spends minutes training under nbval
 trained: $(STAMP)
 	$(BIN)/python -c "from lib.capstone import train_capstone; train_capstone(progress=False)"
 
