@@ -35,7 +35,7 @@ $(MATHJAX): $(STAMP)
 trained: $(STAMP)
 	$(BIN)/python -c "from lib.capstone import train_capstone; train_capstone(progress=False)"
 
-## test: library tests, then nbval over every chapter (numbers marked NBVAL_CHECK_OUTPUT must match)
+## test: library tests, then nbval over every chapter (outputs of cells tagged nbval-check-output must match)
 test: $(STAMP) trained
 	$(BIN)/python -m pytest tests chapters -m "not browser" --nbval-lax --nbval-current-env -p no:cacheprovider
 

@@ -19,8 +19,8 @@ def test_defined_names():
 
 
 def test_strip_solutions_keeps_the_check_call():
-    source = "# NBVAL_CHECK_OUTPUT\n# BEGIN SOLUTION\ndef f(x):\n    return x\n# END SOLUTION\ncheck('1.x', f)"
-    assert strip_solutions(source) == "# NBVAL_CHECK_OUTPUT\nf = ...  # your answer here\ncheck('1.x', f)"
+    source = "# BEGIN SOLUTION\ndef f(x):\n    return x\n# END SOLUTION\ncheck('1.x', f)"
+    assert strip_solutions(source) == "f = ...  # your answer here\ncheck('1.x', f)"
 
 
 def test_only_the_names_the_check_reads_become_placeholders():
