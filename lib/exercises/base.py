@@ -31,6 +31,11 @@ class ValueExercise:
     wrong_answers: tuple[WrongAnswer, ...] = ()
     atol: float = 5e-3
     rtol: float = 0.0
+    # The book's tolerance policy (DESIGN.md): a count, index or choice is declared whole and
+    # only a whole number passes; a decimal answer's question states its precision (`decimals`
+    # places) and any answer rounded to that precision passes.
+    whole: bool = False
+    decimals: int | None = None
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,10 @@ class FunctionExercise:
     atol: float = 1e-5
     rtol: float = 1e-4
     timeout_s: float = 2.0
+    # The library functions this exercise asks the learner to write, as dotted names
+    # ("lib.attention.softmax"): handing one in, or calling one from the learner's function,
+    # is refused with a message that says so.
+    stands_for: tuple[str, ...] = ()
 
 
 Exercise = ValueExercise | FunctionExercise
