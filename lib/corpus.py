@@ -1,10 +1,11 @@
 """A multilingual training corpus that is the same on every machine (chapters 7 and 9).
 
-Nothing is downloaded: the text is generated from the paragraphs in
-``lib.fertility.SAMPLE_TEXTS`` (written for this book, one per language, plus a few lines of
-Python). For each language a bigram chain (which word may follow which, counted in that
-paragraph) is walked with a seeded ``random.Random``; Chinese and Japanese, written without
-spaces, are walked character by character. So the corpus holds real words of ten languages
+Nothing is downloaded: the text is generated from the paragraphs in ``SAMPLE_TEXTS``
+below (written for this book, one per language, saying the same thing in each, plus a few
+lines of Python; chapter 7's fertility table compares them). For each language a bigram
+chain (which word may follow which, counted in that paragraph) is walked with a seeded
+``random.Random``; Chinese and Japanese, written without spaces, are walked character by
+character. So the corpus holds real words of ten languages
 in six scripts, in new orders, as much of it as asked for.
 
 Only integer arithmetic on ``random.Random(seed)`` decides the text (``randrange``, whose
@@ -26,7 +27,64 @@ import random
 
 import regex
 
-from lib.fertility import SAMPLE_TEXTS, UNSPACED
+SAMPLE_TEXTS = {
+    "English": (
+        "A tokenizer turns text into numbers. Each language and each script gets a different share of "
+        "the vocabulary, so the same sentence can cost many more tokens in one language than in another. "
+        "Measure before you assume."
+    ),
+    "French": (
+        "Un tokeniseur transforme le texte en nombres. Chaque langue et chaque écriture reçoit une part "
+        "différente du vocabulaire, si bien que la même phrase peut coûter beaucoup plus de jetons dans "
+        "une langue que dans une autre. Mesurez avant de supposer."
+    ),
+    "German": (
+        "Ein Tokenizer verwandelt Text in Zahlen. Jede Sprache und jede Schrift erhält einen anderen "
+        "Anteil am Vokabular, daher kann derselbe Satz in einer Sprache viel mehr Token kosten als in "
+        "einer anderen. Erst messen, dann annehmen."
+    ),
+    "Spanish": (
+        "Un tokenizador convierte el texto en números. Cada idioma y cada escritura recibe una parte "
+        "distinta del vocabulario, así que la misma frase puede costar muchos más tokens en un idioma "
+        "que en otro. Mide antes de suponer."
+    ),
+    "Russian": (
+        "Токенизатор превращает текст в числа. Каждый язык и каждая письменность получают разную долю "
+        "словаря, поэтому одно и то же предложение на одном языке может стоить гораздо больше токенов, "
+        "чем на другом. Сначала измерьте, потом делайте выводы."
+    ),
+    "Greek": (
+        "Ο διαχωριστής λέξεων μετατρέπει το κείμενο σε αριθμούς. Κάθε γλώσσα και κάθε γραφή παίρνει "
+        "διαφορετικό μερίδιο του λεξιλογίου, οπότε η ίδια πρόταση μπορεί να κοστίζει πολύ περισσότερα "
+        "σύμβολα σε μια γλώσσα απ' ό,τι σε μια άλλη. Μέτρησε πριν υποθέσεις."
+    ),
+    "Arabic": (
+        "يحوّل المُرمِّز النص إلى أرقام. تحصل كل لغة وكل كتابة على حصة مختلفة من المفردات، لذلك قد "
+        "تكلّف الجملة نفسها رموزًا أكثر بكثير في لغة منها في لغة أخرى. قِس قبل أن تفترض."
+    ),
+    "Hindi": (
+        "टोकनाइज़र पाठ को संख्याओं में बदलता है। हर भाषा और हर लिपि को शब्दावली का अलग हिस्सा मिलता है, "
+        "इसलिए एक ही वाक्य एक भाषा में दूसरी भाषा की तुलना में कहीं अधिक टोकन ले सकता है। "
+        "मान लेने से पहले मापें।"
+    ),
+    "Chinese": (
+        "分词器把文本变成数字。每种语言和每种文字在词表中所占的份额不同，"
+        "所以同一句话在一种语言里可能比在另一种语言里多花许多词元。先测量，再下结论。"
+    ),
+    "Japanese": (
+        "トークナイザーは文章を数字に変えます。言語や文字ごとに語彙の取り分が違うので、"
+        "同じ文でもある言語では別の言語よりずっと多くのトークンがかかることがあります。"
+        "思い込む前に測りましょう。"
+    ),
+    "Python": (
+        "def fertility(tokenizer, text):\n"
+        '    """Tokens per character and per byte."""\n'
+        "    ids = tokenizer.encode(text)\n"
+        "    return len(ids) / len(text), len(ids) / len(text.encode('utf-8'))\n"
+    ),
+}
+
+UNSPACED = ("Chinese", "Japanese")  # names of sample texts whose script does not space words
 
 
 def _units(name: str, text: str) -> list[str]:

@@ -4,73 +4,17 @@ Fertility is how many tokens a text costs per unit of text. Words are no fair un
 writing systems (Chinese and Japanese do not separate words with spaces), so we count per
 character and per UTF-8 byte, and per word only where spaces mark words.
 
-``SAMPLE_TEXTS`` holds one short paragraph, written for this book, in several languages
-and scripts, saying the same thing in each; and a few lines of Python. Because the meaning
-is the same, the token counts compare what each script pays for it.
+The texts compared are ``lib.corpus.SAMPLE_TEXTS``: one short paragraph, written for this
+book, in several languages and scripts, saying the same thing in each; and a few lines of
+Python. Because the meaning is the same, the token counts compare what each script pays for it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lib.tokenizer_base import Tokenizer, nfkc_changes
-
-SAMPLE_TEXTS = {
-    "English": (
-        "A tokenizer turns text into numbers. Each language and each script gets a different share of "
-        "the vocabulary, so the same sentence can cost many more tokens in one language than in another. "
-        "Measure before you assume."
-    ),
-    "French": (
-        "Un tokeniseur transforme le texte en nombres. Chaque langue et chaque écriture reçoit une part "
-        "différente du vocabulaire, si bien que la même phrase peut coûter beaucoup plus de jetons dans "
-        "une langue que dans une autre. Mesurez avant de supposer."
-    ),
-    "German": (
-        "Ein Tokenizer verwandelt Text in Zahlen. Jede Sprache und jede Schrift erhält einen anderen "
-        "Anteil am Vokabular, daher kann derselbe Satz in einer Sprache viel mehr Token kosten als in "
-        "einer anderen. Erst messen, dann annehmen."
-    ),
-    "Spanish": (
-        "Un tokenizador convierte el texto en números. Cada idioma y cada escritura recibe una parte "
-        "distinta del vocabulario, así que la misma frase puede costar muchos más tokens en un idioma "
-        "que en otro. Mide antes de suponer."
-    ),
-    "Russian": (
-        "Токенизатор превращает текст в числа. Каждый язык и каждая письменность получают разную долю "
-        "словаря, поэтому одно и то же предложение на одном языке может стоить гораздо больше токенов, "
-        "чем на другом. Сначала измерьте, потом делайте выводы."
-    ),
-    "Greek": (
-        "Ο διαχωριστής λέξεων μετατρέπει το κείμενο σε αριθμούς. Κάθε γλώσσα και κάθε γραφή παίρνει "
-        "διαφορετικό μερίδιο του λεξιλογίου, οπότε η ίδια πρόταση μπορεί να κοστίζει πολύ περισσότερα "
-        "σύμβολα σε μια γλώσσα απ' ό,τι σε μια άλλη. Μέτρησε πριν υποθέσεις."
-    ),
-    "Arabic": (
-        "يحوّل المُرمِّز النص إلى أرقام. تحصل كل لغة وكل كتابة على حصة مختلفة من المفردات، لذلك قد "
-        "تكلّف الجملة نفسها رموزًا أكثر بكثير في لغة منها في لغة أخرى. قِس قبل أن تفترض."
-    ),
-    "Hindi": (
-        "टोकनाइज़र पाठ को संख्याओं में बदलता है। हर भाषा और हर लिपि को शब्दावली का अलग हिस्सा मिलता है, "
-        "इसलिए एक ही वाक्य एक भाषा में दूसरी भाषा की तुलना में कहीं अधिक टोकन ले सकता है। "
-        "मान लेने से पहले मापें।"
-    ),
-    "Chinese": (
-        "分词器把文本变成数字。每种语言和每种文字在词表中所占的份额不同，"
-        "所以同一句话在一种语言里可能比在另一种语言里多花许多词元。先测量，再下结论。"
-    ),
-    "Japanese": (
-        "トークナイザーは文章を数字に変えます。言語や文字ごとに語彙の取り分が違うので、"
-        "同じ文でもある言語では別の言語よりずっと多くのトークンがかかることがあります。"
-        "思い込む前に測りましょう。"
-    ),
-    "Python": (
-        "def fertility(tokenizer, text):\n"
-        '    """Tokens per character and per byte."""\n'
-        "    ids = tokenizer.encode(text)\n"
-        "    return len(ids) / len(text), len(ids) / len(text.encode('utf-8'))\n"
-    ),
-}
+from lib.corpus import SAMPLE_TEXTS, UNSPACED
+from lib.tokenizer.base import Tokenizer, nfkc_changes
 
 # Characters that NFKC rewrites: a ligature, full-width letters, a superscript, compatibility
 # symbols, half-width katakana. Normalizing them breaks exact round trips.
@@ -94,8 +38,6 @@ SLICE_TEXTS = {
     "Chinese (Han)": "请在明天开会之前检查一下分词器做了什么。",
     "Python code": "if tokenizer.encode(text) != expected:\n    raise ValueError(text)\n",
 }
-
-UNSPACED = ("Chinese", "Japanese")  # names of sample texts whose script does not space words
 
 
 def count_words(text: str) -> int:

@@ -10,8 +10,8 @@ learned class token, adds learned positions, and runs ordinary transformer block
 
 The shared projection of non-overlapping patches is exactly a convolution with kernel p
 and stride p: ``PatchEmbed.to_conv`` builds that ``nn.Conv2d`` and the tests compare them.
-``train_digits`` trains a small ViT on scikit-learn's 8×8 digits with ``lib.digits``
-(the split, the training loop and the CNN baseline it is compared with).
+This module holds the model alone; ``lib.digits.train_digits`` trains it on scikit-learn's
+8×8 digits (the data, the training loop and the CNN baseline live there).
 
 Shape letters used in the comments:
     B    batch                  C    channels (3 for RGB, 1 for the digits)
@@ -32,7 +32,6 @@ import torch.nn as nn
 
 from lib.attention import attention
 from lib.blocks import Block, LayerNorm
-from lib.digits import TRAINING, DigitsResult, fit_classifier
 
 __all__ = [
     "patch_grid",
@@ -43,7 +42,6 @@ __all__ = [
     "PatchCost",
     "patch_cost",
     "ViT",
-    "train_digits",
 ]
 
 
@@ -333,44 +331,3 @@ class ViT(nn.Module):
             maps.append(weights[:, :, 0])  # (B, h, T)
             x = block(x)  # (B, T, d)
         return torch.stack(maps, dim=1)  # (B, L, h, T)
-
-
-# --- Training on scikit-learn's 8×8 digits (the loop and the split live in lib.digits) ---------
-def train_digits(
-    seed: int = 0,
-    *,
-    patch: int = 2,
-    d_model: int = 48,
-    n_layers: int = 2,
-    n_heads: int = 4,
-    hidden: int = 96,
-    dropout: float = 0.1,
-    epochs: int = TRAINING["epochs"],
-    progress: bool | None = None,
-    retrain: bool = False,
-) -> DigitsResult:
-    """Train a small ViT on scikit-learn's 8×8 digits; report accuracy on the held-out fifth.
-
-    At p=2 an image is 16 patch tokens of 4 pixels, plus the class token. Training
-    (``lib.digits.fit_classifier``, on one CPU thread) takes about 20 s of CPU time. The
-    weights are cached on disk (``lib.trained``) under a key made of every setting below,
-    so a second call with the same settings loads them instead of training. ``progress``
-    draws a tqdm bar (default: when a terminal or notebook is watching).
-    """
-    config = {
-        "model": "vit",
-        "seed": seed,
-        "patch": patch,
-        "d_model": d_model,
-        "n_layers": n_layers,
-        "n_heads": n_heads,
-        "hidden": hidden,
-        "dropout": dropout,
-        **TRAINING,
-        "epochs": epochs,
-    }
-
-    def build() -> ViT:
-        return ViT(8, patch, 1, 10, d_model, n_layers, n_heads, hidden=hidden, dropout=dropout)
-
-    return fit_classifier("vit-digits", build, config, progress=progress, retrain=retrain)

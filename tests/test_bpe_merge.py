@@ -1,4 +1,4 @@
-"""lib.bpe_merge: the plain loop, the heap and the rounds give the same ids, on random merge
+"""lib.tokenizer.bpe_merge: the plain loop, the heap and the rounds give the same ids, on random merge
 lists, on trained and published tables, and (on random rank tables) the same as tiktoken."""
 
 import random
@@ -7,8 +7,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lib.bpe_merge import PairTable, bpe_merge_heap, bpe_merge_rounds, bpe_merge_simple, cut_points, joinable_bytes
 from lib.tokenizer import BPETokenizer
+from lib.tokenizer.bpe_merge import (
+    PairTable,
+    bpe_merge_heap,
+    bpe_merge_rounds,
+    bpe_merge_simple,
+    cut_points,
+    joinable_bytes,
+)
 
 tiktoken = pytest.importorskip("tiktoken")
 

@@ -6,8 +6,7 @@ import hashlib
 import pytest
 
 import lib.corpus
-from lib.corpus import multilingual_corpus, sentences
-from lib.fertility import SAMPLE_TEXTS
+from lib.corpus import SAMPLE_TEXTS, multilingual_corpus, sentences
 
 
 def test_doctest():

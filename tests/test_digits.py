@@ -12,8 +12,10 @@ from lib.digits import (
     accuracy,
     fit_classifier,
     load_digits_split,
+    train_digits,
     train_digits_baseline,
 )
+from lib.vit import ViT
 
 
 def test_digits_split_is_stratified_held_out_and_local():
@@ -111,3 +113,15 @@ def test_cnn_baseline_reaches_97_percent_held_out():
     assert isinstance(result.model, SmallCNN) and not result.model.training
     assert result.test_accuracy >= 0.97, result.test_accuracy
     assert result.config["epochs"] == TRAINING["epochs"] == len(result.losses)
+
+
+def test_train_digits_reaches_97_percent_held_out():
+    """Trains once (about half a minute on one core) and caches; the chapter reuses the cache."""
+    result = train_digits(seed=0)
+    assert result.test_accuracy >= 0.97, result.test_accuracy
+    assert len(result.losses) == result.config["epochs"] and result.losses[-1] < result.losses[0] / 5
+    assert isinstance(result.model, ViT) and not result.model.training
+    again = train_digits(seed=0)  # loaded from the cache: same weights
+    assert again.test_accuracy == result.test_accuracy
+    ours, theirs = again.model.state_dict(), result.model.state_dict()
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[name], theirs[name]) for name in ours)

@@ -5,9 +5,10 @@ import unicodedata
 import pytest
 
 from lib.bench.tokenizer import english_corpus
-from lib.fertility import NFKC_SAMPLE, SAMPLE_TEXTS, fertility, fertility_table, nfkc_report
+from lib.corpus import SAMPLE_TEXTS
+from lib.fertility import NFKC_SAMPLE, fertility, fertility_table, nfkc_report
 from lib.tokenizer import BPETokenizer
-from lib.unigram import UnigramTokenizer
+from lib.tokenizer.unigram import UnigramTokenizer
 
 SCRIPTS = {
     "Russian": ("CYRILLIC",),

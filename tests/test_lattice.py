@@ -1,10 +1,10 @@
-"""lib.lattice: forward-backward and Viterbi over all chunks at once equal the plain
+"""lib.tokenizer.lattice: forward-backward and Viterbi over all chunks at once equal the plain
 chunk-by-chunk versions (which tests/test_unigram.py holds to brute force)."""
 
 import pytest
 
-from lib.lattice import Lattice, expected_counts_plain
-from lib.unigram import UnigramTokenizer
+from lib.tokenizer.lattice import Lattice, expected_counts_plain
+from lib.tokenizer.unigram import UnigramTokenizer
 
 SCORES = {"a": -2.0, "b": -2.5, "ab": -3.0, "ba": -4.0, "aba": -4.2, "bb": -1.0, "c": -3.0}
 

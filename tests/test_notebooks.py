@@ -26,7 +26,9 @@ def test_checked_cells_are_tagged_code_cells_with_outputs(path):
     """A tag on a markdown cell, or on a cell stored without its output, would check nothing."""
     for i, cell in enumerate(_cells(path)):
         if "nbval-check-output" in cell.get("metadata", {}).get("tags", []):
-            assert cell["cell_type"] == "code", f"{path.name} cell {i}: nbval-check-output on a {cell['cell_type']} cell"
+            assert cell["cell_type"] == "code", (
+                f"{path.name} cell {i}: nbval-check-output on a {cell['cell_type']} cell"
+            )
             assert cell.get("outputs"), f"{path.name} cell {i}: checked cell stored without outputs"
 
 

@@ -7,9 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import lib.tokenizer
+import lib.tokenizer.bpe
 from lib.bench.tokenizer import english_corpus, hf_bpe
-from lib.fertility import NFKC_SAMPLE, SAMPLE_TEXTS
+from lib.corpus import SAMPLE_TEXTS
+from lib.fertility import NFKC_SAMPLE
 from lib.tokenizer import GPT2_SPLIT_PATTERN, GPT4_SPLIT_PATTERN, BPETokenizer, merge, nfkc_changes
 
 EOT = "<|endoftext|>"
@@ -53,7 +54,7 @@ def test_hand_worked_example_merge_by_merge():
 
 
 def test_docstring_example():
-    assert doctest.testmod(lib.tokenizer).failed == 0
+    assert doctest.testmod(lib.tokenizer.bpe).failed == 0
 
 
 def test_merge_left_to_right_with_overlaps():

@@ -12,7 +12,7 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lib.tokenizer_base import (
+from lib.tokenizer.base import (
     GPT2_SPLIT_PATTERN,
     GPT4_SPLIT_PATTERN,
     Tokenizer,

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lib.fertility import SAMPLE_TEXTS
+from lib.corpus import SAMPLE_TEXTS
 from lib.tokenizer import GPT4_SPLIT_PATTERN, BPETokenizer
-from lib.unigram import UnigramTokenizer
+from lib.tokenizer.unigram import UnigramTokenizer
 
 tiktoken = pytest.importorskip("tiktoken")
 

@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lib.bench.tokenizer import english_corpus
-from lib.fertility import NFKC_SAMPLE, SAMPLE_TEXTS
-from lib.unigram import UnigramTokenizer
+from lib.corpus import SAMPLE_TEXTS
+from lib.fertility import NFKC_SAMPLE
+from lib.tokenizer.unigram import UnigramTokenizer
 
 EOT = "<|endoftext|>"
 

@@ -13,7 +13,6 @@ from lib.vit import (
     patch_grid,
     patchify,
     patchify_loop,
-    train_digits,
 )
 
 # (batch, channels, height, width, patch): square and not, one channel and several, a
@@ -198,15 +197,3 @@ def test_small_cnn_is_about_the_size_of_the_vit():
     vit = ViT(8, 2, 1, 10, 48, 2, 4, hidden=96)
     sizes = [sum(p.numel() for p in m.parameters()) for m in (vit, SmallCNN())]
     assert 0.8 < sizes[0] / sizes[1] < 1.25
-
-
-def test_train_digits_reaches_97_percent_held_out():
-    """Trains once (about half a minute on one core) and caches; the chapter reuses the cache."""
-    result = train_digits(seed=0)
-    assert result.test_accuracy >= 0.97, result.test_accuracy
-    assert len(result.losses) == result.config["epochs"] and result.losses[-1] < result.losses[0] / 5
-    assert isinstance(result.model, ViT) and not result.model.training
-    again = train_digits(seed=0)  # loaded from the cache: same weights
-    assert again.test_accuracy == result.test_accuracy
-    ours, theirs = again.model.state_dict(), result.model.state_dict()
-    assert ours.keys() == theirs.keys() and all(torch.equal(ours[name], theirs[name]) for name in ours)

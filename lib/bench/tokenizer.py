@@ -27,7 +27,7 @@ import regex
 
 from lib.corpus import multilingual_corpus
 from lib.tokenizer import GPT4_SPLIT_PATTERN, BPETokenizer
-from lib.unigram import UnigramTokenizer
+from lib.tokenizer.unigram import UnigramTokenizer
 
 
 def _help_texts() -> str:
@@ -166,7 +166,7 @@ def long_inputs(n_bytes: int) -> dict[str, str]:
     each about ``n_bytes``.
 
     Subtle: the help texts repeat after about 0.37 MB of letters, and the encoder merges a
-    long chunk's repeated pieces once (``lib.bpe_merge.cut_points``), so "no whitespace"
+    long chunk's repeated pieces once (``lib.tokenizer.bpe_merge.cut_points``), so "no whitespace"
     is easier than unrepeated text; "random letters" never repeats, the worst case."""
     prose = english_corpus(n_bytes)
     letters = regex.sub(r"[^\p{L}]+", "", english_corpus(2 * n_bytes))

@@ -1,7 +1,7 @@
 """Chapter 7's check-yourself exercises: tokenizers.
 
 Every expected value is computed here with the chapter's own code (lib.tokenizer,
-lib.unigram) or the standard library, so the numbers cannot drift from the code the
+lib.tokenizer.unigram) or the standard library, so the numbers cannot drift from the code the
 chapter teaches. Each known mistake gets its own answer and its own feedback.
 """
 
@@ -11,9 +11,9 @@ import math
 import unicodedata
 from itertools import pairwise
 
-from lib.bpe_merge import bpe_merge_simple
 from lib.exercises.base import ValueExercise, WrongAnswer
 from lib.tokenizer import pair_counts
+from lib.tokenizer.bpe_merge import bpe_merge_simple
 
 # --- 7.next-merge: chunks with counts, as a pre-split would give them -----------------
 CHUNK_COUNTS = {"hug": 4, "pug": 3, "pun": 12, "bun": 5, "hugs": 2}

@@ -1,6 +1,6 @@
 """The unigram lattice of every training chunk at once, for EM and pruning (chapter 7).
 
-Unigram training (lib/unigram.py) asks two questions of every chunk of the training text,
+Unigram training (lib/tokenizer/unigram.py) asks two questions of every chunk of the training text,
 again and again as the pieces change: how often each piece is used in expectation over
 all segmentations (forward-backward, the E-step), and how often in the single best one
 (Viterbi, for pruning). ``expected_counts_plain`` answers the first chunk by chunk, edge by
@@ -20,7 +20,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from lib.tokenizer_base import utf8
+from lib.tokenizer.base import utf8
 
 
 def _logaddexp(a: float, b: float) -> float:

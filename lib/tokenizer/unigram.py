@@ -17,7 +17,7 @@ spelled as its UTF-8 bytes with the byte-fallback tokens ``<0x00>``..``<0xFF>`` 
 0..255), so every string round-trips, as with byte-level BPE, and rare characters leave
 room for longer pieces.
 
-Training runs forward-backward and Viterbi over all chunks at once (``lib.lattice``: flat
+Training runs forward-backward and Viterbi over all chunks at once (``lib.tokenizer.lattice``: flat
 numpy arrays, one step per character offset); ``segment`` and ``expected_counts_plain``
 are the plain per-chunk twins the tests hold them equal to. Chunks longer than
 ``_TRAIN_WINDOW`` characters are cut into windows for training, so a one-line megabyte
@@ -35,8 +35,8 @@ from itertools import accumulate
 
 from tqdm.auto import tqdm
 
-from lib.lattice import Lattice
-from lib.tokenizer_base import GPT4_SPLIT_PATTERN, Tokenizer, _field, check_text, check_vocab_size, utf8
+from lib.tokenizer.base import GPT4_SPLIT_PATTERN, Tokenizer, _field, check_text, check_vocab_size, utf8
+from lib.tokenizer.lattice import Lattice
 
 _BYTE_PENALTY = 10.0  # a byte-fallback token scores this much below the rarest piece
 _TRAIN_WINDOW = 256  # training cuts longer chunks into windows of this many characters

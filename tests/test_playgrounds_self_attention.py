@@ -6,7 +6,7 @@ import matplotlib
 import pytest
 import torch
 
-from lib.playgrounds import (
+from lib.playgrounds.self_attention import (
     EXAMPLE_QUERIES,
     describe,
     plot_self_attention,

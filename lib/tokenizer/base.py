@@ -4,7 +4,7 @@ A tokenizer maps a string to a list of integer ids and back. Ours all work on UT
 underneath, so every string a reader can type has an encoding and nothing is "unknown":
 
     text -> NFKC (optional) -> split out special tokens -> split into chunks by a regex
-         -> each chunk's bytes -> ids (BPE merges in lib/tokenizer.py; Viterbi in lib/unigram.py)
+         -> each chunk's bytes -> ids (BPE merges in lib/tokenizer/bpe.py; Viterbi in lib/tokenizer/unigram.py)
 
 ``Tokenizer`` holds that pipeline up to the chunks, the cache of encoded chunks, decoding,
 and the saved-file format: ``save`` writes JSON, ``load`` checks every field and names the

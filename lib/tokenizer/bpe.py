@@ -15,7 +15,7 @@ distinct chunk. With ``pattern=None`` the whole text is one chunk: fine for the 
 a reader trains on to watch the merges, slow for a megabyte.
 
 Encoding replays the merges in rank order (a lower new id was learned earlier), always
-the lowest-ranked adjacent pair, the leftmost on a tie: ``lib.bpe_merge`` holds the plain
+the lowest-ranked adjacent pair, the leftmost on a tie: ``lib.tokenizer.bpe_merge`` holds the plain
 loop, O(n²), and the two fast paths long chunks take (a heap, and rounds of numpy), and
 finds the places no merge can cross, so that a long chunk of repeated pieces (a run of one
 emoji) merges each distinct piece once.
@@ -25,7 +25,7 @@ emoji) merges each distinct piece once.
 encodes exactly as tiktoken does.
 
 What all tokenizers share (the pre-split patterns, text and id checks, decode, the saved
-file format) lives in ``lib.tokenizer_base``; the names other code uses are re-exported here.
+file format) lives in ``lib.tokenizer.base``; the package (``lib.tokenizer``) re-exports the names other code uses.
 
 Letters: ids and bytes are 1-D Python lists; n is the length of one chunk in bytes.
 """
@@ -41,8 +41,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from lib.bpe_merge import PairTable, bpe_merge_heap, bpe_merge_rounds, bpe_merge_simple, cut_points, joinable_bytes
-from lib.tokenizer_base import (
+from lib.tokenizer.base import (
     GPT2_SPLIT_PATTERN,
     GPT4_SPLIT_PATTERN,
     Tokenizer,
@@ -54,6 +53,14 @@ from lib.tokenizer_base import (
     nfkc_changes,
     normalize,
     utf8,
+)
+from lib.tokenizer.bpe_merge import (
+    PairTable,
+    bpe_merge_heap,
+    bpe_merge_rounds,
+    bpe_merge_simple,
+    cut_points,
+    joinable_bytes,
 )
 
 __all__ = [
