@@ -8,10 +8,24 @@ that anything the page asks of the internet fails. On every page:
 * the console holds no error (a JavaScript error, or a script that failed to load);
 * no asset is missing: every local file the page asks for exists, and nothing is asked
   of another host;
-* code cells do not scroll sideways at a 1280-pixel window.
+* code cells do not scroll sideways at a 1280-pixel window;
+* no formula is clipped at a 400-pixel window (a phone): a wide one scrolls to its end.
+
+At 400 and 800 px (a phone, a tablet) the chapter-list and the page-contents toggles open
+their panels; at 1280 px the chapter-list toggle hides and shows the list.
 
 On each chapter page it types a right and a wrong answer into every check-yourself box
-and reads the feedback, which must agree with ``lib.checks`` for the same numbers.
+and reads the feedback, which must agree with ``lib.checks`` for the same numbers; it
+reads the "Run this chapter" line, follows the download button to the student copy, and
+finds the "checked by the tests" mark on the outputs that nbval compares.
+
+On the pages of chapters 1, 3 and 5 it moves the controls of the live playground
+(book/_static/playgrounds.js) and compares what the page prints with the Python function
+behind the notebook's widgets (``lib.playgrounds``), at each setting.
+
+Two checks concern what the chapters' notebooks hold, and name the page and the figure or
+output at fault: ``test_outputs_fit_at_1280`` (no output cut off at the right edge) and
+``test_figures_have_captions_and_alt_text`` (myst-nb figure metadata on every figure).
 
 Runs after ``make book`` (``make browser-test``; ``.ci/run`` does both). Outside CI
 (the environment variable CI unset) it skips, in one line, when Chromium or the built
@@ -40,6 +54,7 @@ BOOK = Path(os.environ.get("BOOK_HTML", ROOT / "book" / "_build" / "html"))
 IN_CI = bool(os.environ.get("CI"))
 CLOSED_PORT_PROXY = "http://127.0.0.1:9"  # port 9 (discard) is closed: every proxied request fails
 WINDOW = (1280, 900)
+PHONE, TABLET = 400, 800  # the widths a reader's phone and tablet give a page
 SKIPPED_PAGES = {"search.html", "genindex.html", "py-modindex.html"}
 
 
@@ -70,6 +85,7 @@ def _pages() -> list[Path]:
 
 
 PAGES = _pages()
+CHAPTER_PAGES = [p for p in PAGES if p.parent.name == "chapters"]
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -179,6 +195,79 @@ return out;
 """
 
 
+# Any part of a cell's output that reaches past the output's right edge, or that would
+# need sideways scrolling to be read (the reader of a 1280-px window does not see it).
+OUTPUTS_CUT_OFF = """
+const out = [];
+for (const [i, cell] of [...document.querySelectorAll("div.cell_output")].entries()) {
+  const box = cell.getBoundingClientRect();
+  for (const el of cell.querySelectorAll("pre, img, table, svg, div.output")) {
+    const r = el.getBoundingClientRect();
+    if (r.width === 0) continue;  // in a folded solution
+    const scrolls = el.tagName !== "IMG" && el.scrollWidth > el.clientWidth + 1;
+    if (scrolls || r.right > box.right + 1) {
+      const text = (el.textContent || el.getAttribute("src") || "").trim().split("\\n");
+      const longest = text.reduce((a, b) => (b.length > a.length ? b : a), "").slice(0, 90);
+      out.push(`output ${i + 1} (${el.tagName.toLowerCase()}): ${Math.round(Math.max(el.scrollWidth, r.width))} px `
+               + `wide in ${Math.round(box.width)} px: ${longest}`);
+      break;
+    }
+  }
+}
+return out;
+"""
+
+# Each figure of the page: its caption (myst-nb's figure metadata makes a <figcaption>) and
+# alt text. An alt text that is the image's file path (myst-nb's default) says nothing.
+FIGURES = """
+return [...document.querySelectorAll("article img")].map((img, i) => {
+  const figure = img.closest("figure");
+  const caption = figure && figure.querySelector("figcaption");
+  return {figure: i + 1, src: img.getAttribute("src").split("/").pop().slice(0, 16),
+          alt: img.getAttribute("alt") || "", caption: caption ? caption.textContent.trim() : ""};
+});
+"""
+
+# Scroll every scrollable part of each display formula to its end; a formula is clipped
+# when some of it still lies past the right edge of its box.
+CLIPPED_FORMULAS = """
+const clipped = [];
+const parts = (root) => [...root.querySelectorAll("*")].filter(
+  (x) => !x.closest(".MJX_Assistive_MathML, .MathJax_Preview, script"));
+for (const m of document.querySelectorAll("div.math")) {
+  const box = m.getBoundingClientRect();
+  if (box.width === 0) continue;
+  const right = () => Math.max(0, ...parts(m).map((x) => x.getBoundingClientRect().right));
+  if (right() <= box.right + 1) continue;
+  const scrollers = [m, ...m.querySelectorAll("*")].filter((x) => /auto|scroll/.test(getComputedStyle(x).overflowX));
+  for (const s of scrollers) s.scrollLeft = s.scrollWidth;
+  const hidden = right() - box.right;
+  for (const s of scrollers) s.scrollLeft = 0;
+  if (hidden > 1) {
+    const source = (m.querySelector("script") || m).textContent.trim().slice(0, 60);
+    clipped.push(`${Math.round(hidden)} px of ${source}`);
+  }
+}
+return clipped;
+"""
+
+
+class _Width:
+    """The page as a window of ``width`` CSS pixels shows it (headless Chromium's windows
+    are no narrower than 500 px, so the viewport is set rather than the window)."""
+
+    def __init__(self, driver, width: int):
+        self.driver, self.width = driver, width
+
+    def __enter__(self):
+        metrics = {"width": self.width, "height": WINDOW[1], "deviceScaleFactor": 1, "mobile": False}
+        self.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+        return self
+
+    def __exit__(self, *exc):
+        self.driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
 def _open(driver, base: str, page: Path) -> None:
     driver.get_log("browser")  # drop what earlier pages logged
     driver.get(f"{base}/{page.relative_to(BOOK).as_posix()}")
@@ -222,6 +311,114 @@ def test_page_renders_offline_without_errors(driver, server, page):
     assert sideways == [], f"code cells scroll sideways at a {WINDOW[0]}-px window: {sideways[:3]}"
 
 
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(BOOK).as_posix())
+def test_outputs_fit_at_1280(driver, server, page):
+    """What the notebooks print fits the page: no output is cut off at the right edge."""
+    base, _ = server
+    _open(driver, base, page)
+    cut = driver.execute_script(OUTPUTS_CUT_OFF)
+    assert cut == [], f"{page.name}: {len(cut)} cell outputs cut off at {WINDOW[0]} px:\n  " + "\n  ".join(cut)
+
+
+def _alt_is_a_path(alt: str) -> bool:
+    return alt == "" or "/" in alt or alt.lower().endswith((".png", ".svg", ".jpg", ".jpeg", ".gif"))
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(BOOK).as_posix())
+def test_figures_have_captions_and_alt_text(driver, server, page):
+    """Every figure has a (numbered) caption and an alt text that says what it shows. In a
+    notebook: the cell's metadata {"mystnb": {"figure": {"caption": ..., "name": ...},
+    "image": {"alt": ..., "width": ...}}}."""
+    base, _ = server
+    _open(driver, base, page)
+    faults = []
+    for figure in driver.execute_script(FIGURES):
+        missing = [what for what, bad in (("caption", not figure["caption"]),
+                                          ("alt text", _alt_is_a_path(figure["alt"]))) if bad]  # fmt: skip
+        if missing:
+            faults.append(f"figure {figure['figure']} ({figure['src']}...): no {' and no '.join(missing)}"
+                          f" (alt {figure['alt'][:40]!r})")  # fmt: skip
+    assert faults == [], f"{page.name}: {len(faults)} figures lack a caption or alt text:\n  " + "\n  ".join(faults)
+
+
+MATH_PAGES = [p for p in PAGES if 'class="math notranslate nohighlight"' in p.read_text(errors="replace")]
+
+
+@pytest.mark.parametrize("page", MATH_PAGES, ids=lambda p: p.relative_to(BOOK).as_posix())
+def test_no_formula_is_clipped_on_a_phone(driver, server, page):
+    base, _ = server
+    with _Width(driver, PHONE):
+        _open(driver, base, page)
+        clipped = driver.execute_script(CLIPPED_FORMULAS)
+    assert clipped == [], f"{page.name}: formulas cut off at {PHONE} px (they must scroll): {clipped}"
+
+
+# --- the chapter list and page contents on a phone, a tablet and a desktop ----------------
+
+PANEL = """
+const dialog = document.getElementById(arguments[0]);
+const links = dialog ? [...dialog.querySelectorAll("a")].filter((a) => a.getClientRects().length > 0) : [];
+const box = dialog ? dialog.getBoundingClientRect() : {width: 0};
+return {open: !!(dialog && dialog.open), width: box.width, links: links.length};
+"""
+
+PRIMARY_SIDEBAR = """
+const bar = document.getElementById("pst-primary-sidebar");
+const box = bar.getBoundingClientRect();
+return getComputedStyle(bar).visibility !== "hidden" && box.right > 0 && box.width > 0;
+"""
+
+
+def _visible(driver, selector: str):
+    from selenium.webdriver.common.by import By
+
+    shown = [e for e in driver.find_elements(By.CSS_SELECTOR, selector) if e.is_displayed()]
+    assert shown, f"no visible {selector} button"
+    return shown[0]
+
+
+def _close_dialog(driver) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    driver.switch_to.active_element.send_keys(Keys.ESCAPE)
+
+
+TOGGLE_PAGES = sorted({PAGES[0], *CHAPTER_PAGES[:1], PAGES[-1]} if PAGES else set())
+
+
+@pytest.mark.parametrize("width", [PHONE, TABLET])
+@pytest.mark.parametrize("page", TOGGLE_PAGES, ids=lambda p: p.relative_to(BOOK).as_posix())
+def test_toggles_open_the_chapter_list_and_contents(driver, server, page, width):
+    base, _ = server
+    with _Width(driver, width):
+        _open(driver, base, page)
+        for toggle, dialog, least_links in ((".primary-toggle", "pst-primary-sidebar-modal", 9),
+                                            (".secondary-toggle", "pst-secondary-sidebar-modal", 1)):  # fmt: skip
+            if toggle == ".secondary-toggle" and not driver.execute_script(
+                "return !!document.querySelector('#pst-secondary-sidebar .toc-entry, #pst-secondary-sidebar nav a')"
+            ):
+                continue  # a page without sections has no contents to show
+            _visible(driver, toggle).click()
+            panel = driver.execute_script(PANEL, dialog)
+            assert panel["open"] and panel["width"] > 100, f"{toggle} at {width} px opened nothing: {panel}"
+            assert panel["links"] >= least_links, f"{toggle} at {width} px: the panel shows {panel['links']} links"
+            _close_dialog(driver)
+            assert not driver.execute_script(PANEL, dialog)["open"], f"Escape did not close {dialog}"
+        assert _console_errors(driver) == []
+
+
+def test_the_chapter_list_toggle_hides_and_shows_it_at_1280(driver, server):
+    if not PAGES:
+        _unavailable(f"no built book at {BOOK}: run `make book` first")
+    base, _ = server
+    _open(driver, base, CHAPTER_PAGES[0] if CHAPTER_PAGES else PAGES[0])
+    assert driver.execute_script(PRIMARY_SIDEBAR), "the chapter list is not shown at 1280 px"
+    _visible(driver, ".primary-toggle").click()
+    assert not driver.execute_script(PRIMARY_SIDEBAR), "the toggle did not hide the chapter list"
+    _visible(driver, ".primary-toggle").click()
+    assert driver.execute_script(PRIMARY_SIDEBAR), "the toggle did not show the chapter list again"
+
+
 def _as_text(value) -> str:
     return ", ".join(f"{x:.12g}" for x in np.asarray(value, dtype=float).ravel())
 
@@ -245,9 +442,6 @@ def _wrong_numbers(exercise: ValueExercise) -> tuple[str, str]:
         return _as_text(wrong.value), wrong.feedback
     off = np.asarray(exercise.expected, dtype=float) + 10 * (exercise.atol + 1)
     return _as_text(off), ""
-
-
-CHAPTER_PAGES = [p for p in PAGES if p.parent.name == "chapters"]
 
 
 def test_there_are_chapter_pages_to_check():
