@@ -412,11 +412,23 @@ def test_the_chapter_list_toggle_hides_and_shows_it_at_1280(driver, server):
         _unavailable(f"no built book at {BOOK}: run `make book` first")
     base, _ = server
     _open(driver, base, CHAPTER_PAGES[0] if CHAPTER_PAGES else PAGES[0])
-    assert driver.execute_script(PRIMARY_SIDEBAR), "the chapter list is not shown at 1280 px"
+    assert _settles(driver, PRIMARY_SIDEBAR, True), "the chapter list is not shown at 1280 px"
     _visible(driver, ".primary-toggle").click()
-    assert not driver.execute_script(PRIMARY_SIDEBAR), "the toggle did not hide the chapter list"
+    assert _settles(driver, PRIMARY_SIDEBAR, False), "the toggle did not hide the chapter list"
     _visible(driver, ".primary-toggle").click()
-    assert driver.execute_script(PRIMARY_SIDEBAR), "the toggle did not show the chapter list again"
+    assert _settles(driver, PRIMARY_SIDEBAR, True), "the toggle did not show the chapter list again"
+
+
+def _settles(driver, script: str, expected, seconds: float = 5.0) -> bool:
+    """Whether ``script`` returns ``expected`` within a few seconds (the sidebar slides)."""
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    try:
+        WebDriverWait(driver, seconds, poll_frequency=0.1).until(lambda d: d.execute_script(script) == expected)
+    except TimeoutException:
+        return False
+    return True
 
 
 def _as_text(value) -> str:
@@ -480,4 +492,221 @@ def test_check_yourself_boxes_grade_typed_answers(driver, server, page):
         graded += 1
     if not boxes:
         pytest.skip(f"{page.name} has no check-yourself boxes")
+    assert _console_errors(driver) == []
+
+
+# --- running a chapter from its page ------------------------------------------------------
+
+
+@pytest.mark.parametrize("page", CHAPTER_PAGES, ids=lambda p: p.stem)
+def test_chapter_page_says_how_to_run_it_and_downloads_the_student_copy(driver, server, page):
+    import nbformat
+    from selenium.webdriver.common.by import By
+
+    from lib.student import student_notebook
+
+    base, _ = server
+    _open(driver, base, page)
+    line = driver.find_element(By.CSS_SELECTOR, ".run-this-chapter").text
+    assert "git clone" in line and "make lab" in line and f"student/{page.stem}.ipynb" in line, line
+    links = driver.find_elements(By.CSS_SELECTOR, "a.btn-download-source-button")
+    hrefs = {a.get_attribute("href") for a in links}
+    assert len(hrefs) == 1 and next(iter(hrefs)).endswith(f"/{page.stem}.ipynb"), hrefs
+    served = BOOK / unquote(urlparse(next(iter(hrefs))).path).lstrip("/")
+    downloaded = nbformat.read(served, as_version=4)
+    expected = student_notebook(nbformat.read(ROOT / "chapters" / f"{page.stem}.ipynb", as_version=4))
+    assert [c.source for c in downloaded.cells] == [c.source for c in expected.cells]
+    assert not any(c.get("outputs") for c in downloaded.cells), "the download holds outputs (and answers)"
+    assert "# BEGIN SOLUTION" not in served.read_text()
+
+
+CHECKED_MARKS = """
+const cells = [...document.querySelectorAll("div.cell.tag_nbval-check-output > div.cell_output")];
+return cells.map((o) => getComputedStyle(o, "::before").content);
+"""
+
+
+def test_checked_outputs_carry_the_mark(driver, server):
+    if not CHAPTER_PAGES:
+        _unavailable(f"no built book at {BOOK}: run `make book` first")
+    base, _ = server
+    _open(driver, base, CHAPTER_PAGES[0])
+    marks = driver.execute_script(CHECKED_MARKS)
+    assert marks, f"{CHAPTER_PAGES[0].name}: no output of a cell tagged nbval-check-output"
+    assert all("checked by the tests" in mark for mark in marks), set(marks)
+
+
+# --- the live playgrounds -----------------------------------------------------------------
+
+PLAYGROUND_CHAPTERS = {
+    "self-attention": "01_one_attention_read",
+    "rope": "03_masks_and_positions",
+    "complexity": "05_costs_and_flashattention",
+}
+
+
+def _playground_page(name: str) -> Path:
+    page = BOOK / "chapters" / f"{PLAYGROUND_CHAPTERS[name]}.html"
+    if not page.exists():
+        _unavailable(f"no built book at {BOOK}: run `make book` first")
+    return page
+
+
+def _mount(driver, server, name: str):
+    from selenium.webdriver.common.by import By
+
+    base, _ = server
+    page = _playground_page(name)
+    _open(driver, base, page)
+    roots = driver.find_elements(By.CSS_SELECTOR, f'.live-playground[data-playground="{name}"]')
+    assert roots, (
+        f"{page.name} has no live playground: its notebook needs, after the playground's static figure, a markdown "
+        f'cell <div class="live-playground" data-playground="{name}"></div>'
+    )
+    root = roots[0]
+    assert "live-playground-mounted" in root.get_attribute("class"), f"{page.name}: playgrounds.js did not mount it"
+    return root
+
+
+def _control(root, name: str):
+    from selenium.webdriver.common.by import By
+
+    return root.find_element(By.CSS_SELECTOR, f'[data-control="{name}"]')
+
+
+def _choose(control, value) -> None:
+    from selenium.webdriver.support.ui import Select
+
+    Select(control).select_by_value(str(value))
+
+
+def _slide(driver, control, value) -> None:
+    """Move a range input, as a drag would: the value, then the input event."""
+    driver.execute_script(
+        "arguments[0].value = arguments[1]; arguments[0].dispatchEvent(new Event('input', {bubbles: true}));",
+        control,
+        str(value),
+    )
+
+
+def _type(control, value) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    control.send_keys(Keys.CONTROL, "a")
+    control.send_keys(str(value))
+
+
+def _shown(root) -> tuple[str, dict, dict]:
+    import json
+
+    from selenium.webdriver.common.by import By
+
+    out = root.find_element(By.CSS_SELECTOR, "[data-readout]")
+    return out.text, json.loads(out.get_attribute("data-state")), json.loads(out.get_attribute("data-values"))
+
+
+def test_self_attention_playground_is_live_and_agrees_with_python(driver, server):
+    from lib.playgrounds import describe, self_attention_read
+
+    root = _mount(driver, server, "self-attention")
+    seen = []
+
+    def check(expected_query=None):
+        text, state, values = _shown(root)
+        if expected_query is not None:
+            assert state["query"] == list(expected_query), state
+        read = self_attention_read(
+            state["query"], state["position"], scaling=state["scaling"], temperature=state["temperature"],
+            causal=state["causal"],
+        )  # fmt: skip
+        assert text == describe(read), (state, text)
+        np.testing.assert_allclose(values["weights"], read.weights.tolist(), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(values["output"], read.output.tolist(), rtol=0, atol=1e-12)
+        scores = [float("-inf") if s is None else s for s in values["scores"]]
+        assert scores == pytest.approx(read.scores.tolist(), abs=1e-12)
+        seen.append(text)
+
+    check(expected_query=(1.0, 0.0))  # the worked example
+    _control(root, "causal").click()
+    check()
+    _choose(_control(root, "position"), 1)  # token 2's query is loaded into the boxes
+    check(expected_query=(0.0, 1.0))
+    _control(root, "causal").click()
+    _choose(_control(root, "scaling"), "none")
+    _type(_control(root, "qx"), "0.3")
+    _type(_control(root, "qy"), "-1.2")
+    check(expected_query=(0.3, -1.2))
+    _choose(_control(root, "scaling"), "temperature")
+    for exponent in (-1, -0.5, 0.35, 1):
+        _slide(driver, _control(root, "temperature"), exponent)
+        check()
+    assert len(set(seen)) == len(seen), "a control changed nothing on the page"
+    assert _console_errors(driver) == []
+
+
+def test_rope_playground_is_live_and_agrees_with_python(driver, server):
+    from lib.playgrounds.rope import describe_rope_read, rope_read
+
+    root = _mount(driver, server, "rope")
+    seen = []
+
+    def check(m, n):
+        text, state, values = _shown(root)
+        assert (state["m"], state["n"]) == (m, n), state
+        assert int(_control(root, "gap").get_attribute("value")) == n - m
+        read = rope_read(state["m"], state["n"], frequency=state["frequency"])
+        assert text == describe_rope_read(read), (state, text)
+        assert values["score"] == pytest.approx(read.score, abs=1e-12)
+        assert values["score_from_gap"] == pytest.approx(read.score_from_gap, abs=1e-12)
+        assert values["rotated_key"] == pytest.approx(read.rotated_key.tolist(), abs=1e-12)
+        seen.append(text)
+
+    check(1, 2)  # the worked example
+    _slide(driver, _control(root, "m"), 5)  # the key moves along: the gap stays 1
+    check(5, 6)
+    _slide(driver, _control(root, "gap"), 3)  # the key moves
+    check(5, 8)
+    _slide(driver, _control(root, "n"), 4)  # the gap follows the key
+    check(5, 4)
+    _slide(driver, _control(root, "frequency"), 0.3)  # snapped to the slider's grid of π/64
+    check(5, 4)
+    assert _shown(root)[1]["frequency"] == pytest.approx(6 * np.pi / 64)
+    _slide(driver, _control(root, "m"), 33)
+    check(33, 32)
+    assert len(set(seen)) == len(seen), "a control changed nothing on the page"
+    assert _console_errors(driver) == []
+
+
+def test_complexity_playground_is_live_and_agrees_with_python(driver, server):
+    from lib.playgrounds.complexity import SIZES, complexity_curves, describe
+
+    root = _mount(driver, server, "complexity")
+    seen = []
+
+    def check(pattern, n, window, n_global):
+        text, state, values = _shown(root)
+        assert state == {"pattern": pattern, "n": n, "window": window, "n_global": n_global}
+        curves = complexity_curves(pattern, n, window=window, n_global=n_global)
+        assert text.splitlines() == describe(curves).splitlines()[:3], (state, text)  # the counts, not the CSVs
+        assert values["sizes"] == list(SIZES)
+        assert values["pairs"] == (None if curves.pairs is None else list(curves.pairs))
+        assert values["flops"] == list(curves.flops) and values["dense_pairs"] == list(curves.dense_pairs)
+        assert (values["pairs_at_n"], values["flops_at_n"]) == (curves.pairs_at_n, curves.flops_at_n)
+        seen.append(text)
+
+    check("window", 4096, 256, 16)  # the notebook's default
+    _slide(driver, _control(root, "n"), SIZES.index(65536))
+    check("window", 65536, 256, 16)
+    _slide(driver, _control(root, "window"), 1000)
+    check("window", 65536, 1000, 16)
+    _choose(_control(root, "pattern"), "global+local")
+    _slide(driver, _control(root, "n_global"), 200)
+    check("global+local", 65536, 1000, 200)
+    _slide(driver, _control(root, "n"), 0)
+    _slide(driver, _control(root, "window"), 4096)  # wider than N: the band covers every pair
+    check("global+local", 256, 4096, 200)
+    for pattern in ("dense", "causal", "linear"):
+        _choose(_control(root, "pattern"), pattern)
+        check(pattern, 256, 4096, 200)
+    assert len(set(seen)) == len(seen), "a control changed nothing on the page"
     assert _console_errors(driver) == []

@@ -382,7 +382,7 @@
   function logLogPlot(series, marked) {
     const width = 360;
     const height = 200;
-    const pad = 36;
+    const pad = 40;
     const xs = SIZES.map(Math.log10);
     const ys = series.flatMap((s) => s.values.filter((v) => v > 0).map(Math.log10));
     const [x0, x1, y0, y1] = [Math.min(...xs), Math.max(...xs), Math.min(...ys), Math.max(...ys)];
@@ -404,7 +404,11 @@
       node.textContent = content;
       return node;
     };
-    plot.appendChild(text(width / 2, height - 6, "sequence length N (256 … 131,072, log scale)", "middle"));
+    plot.appendChild(text(width / 2, height - 6, "sequence length N (log scale)", "middle"));
+    for (const n of [256, 4096, 65536]) plot.appendChild(text(px(n), height - pad + 12, integer(n), "middle"));
+    for (let power = Math.ceil(y0); power <= Math.floor(y1); power += 2) {
+      plot.appendChild(text(pad - 3, py(Math.pow(10, power)) + 4, `1e${power}`, "end"));
+    }
     plot.appendChild(text(pad + 4, pad / 2 + 12, series.map((s) => s.label).join(" vs "), "start"));
     return plot;
   }
