@@ -44,6 +44,7 @@ from urllib.parse import unquote, urlparse
 
 import numpy as np
 import pytest
+import yaml
 
 from lib.checks import CORRECT, INCORRECT, ValueExercise, exercises, grade
 
@@ -51,6 +52,8 @@ pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = Path(os.environ.get("BOOK_HTML", ROOT / "book" / "_build" / "html"))
+# the repository the book was built from (BOOK_HTML may name another checkout's build)
+SOURCE = BOOK.parents[2] if BOOK.parts[-3:] == ("book", "_build", "html") else ROOT
 IN_CI = bool(os.environ.get("CI"))
 CLOSED_PORT_PROXY = "http://127.0.0.1:9"  # port 9 (discard) is closed: every proxied request fails
 WINDOW = (1280, 900)
@@ -509,12 +512,22 @@ def test_chapter_page_says_how_to_run_it_and_downloads_the_student_copy(driver, 
     _open(driver, base, page)
     line = driver.find_element(By.CSS_SELECTOR, ".run-this-chapter").text
     assert "git clone" in line and "make lab" in line and f"student/{page.stem}.ipynb" in line, line
+    url = ((yaml.safe_load((SOURCE / "book" / "_config.yml").read_text()) or {}).get("repository") or {}).get("url")
+    repository_links = driver.find_elements(
+        By.CSS_SELECTOR, "a.btn-source-repository-button, a.btn-source-issues-button"
+    )
+    if url:  # named in _config.yml: the line clones it, and the repository and issue buttons link to it
+        assert f"git clone {url}" in line, line
+        assert len(repository_links) == 2 and all(a.get_attribute("href").startswith(url) for a in repository_links)
+    else:
+        assert "git clone <the address of this book's repository>" in line, line
+        assert repository_links == []
     links = driver.find_elements(By.CSS_SELECTOR, "a.btn-download-source-button")
     hrefs = {a.get_attribute("href") for a in links}
     assert len(hrefs) == 1 and next(iter(hrefs)).endswith(f"/{page.stem}.ipynb"), hrefs
     served = BOOK / unquote(urlparse(next(iter(hrefs))).path).lstrip("/")
     downloaded = nbformat.read(served, as_version=4)
-    expected = student_notebook(nbformat.read(ROOT / "chapters" / f"{page.stem}.ipynb", as_version=4))
+    expected = student_notebook(nbformat.read(SOURCE / "chapters" / f"{page.stem}.ipynb", as_version=4))
     assert [c.source for c in downloaded.cells] == [c.source for c in expected.cells]
     assert not any(c.get("outputs") for c in downloaded.cells), "the download holds outputs (and answers)"
     assert "# BEGIN SOLUTION" not in served.read_text()
