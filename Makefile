@@ -1,4 +1,5 @@
 # Two commands from a fresh clone: `make book` and `make test`. Both set up .venv first.
+# `make` alone (or `make help`) lists the targets.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -6,12 +7,29 @@ STAMP  := $(VENV)/.installed
 MATHJAX  := book/_static/mathjax/MathJax.js
 JB_FLAGS := --config book/_config.yml --toc book/_toc.yml --path-output book -W -n --keep-going
 
-.PHONY: venv book mathjax trained test test-lib browser-test lab student lint clean
+.PHONY: help venv book mathjax trained test test-lib browser-test lab student lint clean
+.DEFAULT_GOAL := help
+
+## help: this list (what `make` alone prints)
+help:
+	@echo "make TARGET, from the repository root. The first make book or make test sets up .venv."
+	@echo
+	@awk '/^## [a-z-]+:/ { sub(/^## /, ""); i = index($$0, ":"); printf "  %-13s %s\n", substr($$0, 1, i - 1), substr($$0, i + 2); next } \
+	      /^## / { sub(/^## /, ""); printf "  %-13s %s\n", "", $$0 }' $(MAKEFILE_LIST)
+
+# Python 3.10 or newer, checked before minutes of installing: the venv's own Python once
+# it exists, else $(PYTHON).
+PY_OK := import sys; v = sys.version_info; sys.exit(0 if v >= (3, 10) else \
+	f"Python 3.10 or newer is needed, and {sys.executable} is {v.major}.{v.minor}: run make PYTHON=python3.11 (or another 3.10+), after rm -rf $(VENV) if it was made with this one")
 
 # The environment is rebuilt only when requirements.txt or pyproject.toml change.
 $(STAMP): requirements.txt pyproject.toml
+	@command -v $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) >/dev/null || \
+	  { echo "$(PYTHON) not found: install Python 3.10+ or run make PYTHON=/path/to/python3"; exit 1; }
+	@$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) -c '$(PY_OK)'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	@echo "Installing requirements.txt into $(VENV): about 2 minutes the first time (torch is the largest)"
+	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -r requirements.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $(STAMP)
 
@@ -33,12 +51,15 @@ $(MATHJAX): $(STAMP)
 ## trained: the capstone GPT of chapter 9, trained once (about two minutes of CPU) and cached
 ## in .cache/trained/, so that no notebook cell spends minutes training under nbval
 trained: $(STAMP)
-	$(BIN)/python -c "from lib.capstone import train_capstone; train_capstone(progress=False)"
+	@echo "The capstone GPT of chapter 9: trained the first time (about 2 minutes, a progress bar), then loaded"
+	$(BIN)/python -c "from lib.capstone import train_capstone; train_capstone(progress=True)"
 
 ## test: library tests, then nbval over every chapter (outputs of cells tagged nbval-check-output must match)
 test: $(STAMP) trained
+	@echo "The tests: the library's, then nbval over every chapter (about 4 minutes; a dot per test)"
 	$(BIN)/python -m pytest tests chapters -m "not browser" --nbval-lax --nbval-current-env -p no:cacheprovider
 
+## test-lib: the library tests alone (no notebooks)
 test-lib: $(STAMP)
 	$(BIN)/python -m pytest tests -m "not browser"
 
@@ -56,10 +77,12 @@ lab: $(STAMP)
 student: $(STAMP)
 	$(BIN)/python -m lib.student copy chapters student
 
+## lint: ruff check and ruff format --check
 lint: $(STAMP)
 	$(BIN)/ruff check lib tests chapters book/_ext
 	$(BIN)/ruff format --check lib tests book/_ext
 
+## clean: remove the built book and the MathJax copy (student/ is kept)
 clean:
 	rm -rf book/_build .pytest_cache book/_static/mathjax
 	@echo "student/ (the learner's work) is kept; remove it by hand if you mean to"

@@ -8,10 +8,24 @@ that anything the page asks of the internet fails. On every page:
 * the console holds no error (a JavaScript error, or a script that failed to load);
 * no asset is missing: every local file the page asks for exists, and nothing is asked
   of another host;
-* code cells do not scroll sideways at a 1280-pixel window.
+* code cells do not scroll sideways at a 1280-pixel window;
+* no formula is clipped at a 400-pixel window (a phone): a wide one scrolls to its end.
+
+At 400 and 800 px (a phone, a tablet) the chapter-list and the page-contents toggles open
+their panels; at 1280 px the chapter-list toggle hides and shows the list.
 
 On each chapter page it types a right and a wrong answer into every check-yourself box
-and reads the feedback, which must agree with ``lib.checks`` for the same numbers.
+and reads the feedback, which must agree with ``lib.checks`` for the same numbers; it
+reads the "Run this chapter" line, follows the download button to the student copy, and
+finds the "checked by the tests" mark on the outputs that nbval compares.
+
+On the pages of chapters 1, 3 and 5 it moves the controls of the live playground
+(book/_static/playgrounds.js) and compares what the page prints with the Python function
+behind the notebook's widgets (``lib.playgrounds``), at each setting.
+
+Two checks concern what the chapters' notebooks hold, and name the page and the figure or
+output at fault: ``test_outputs_fit_at_1280`` (no output cut off at the right edge) and
+``test_figures_have_captions_and_alt_text`` (myst-nb figure metadata on every figure).
 
 Runs after ``make book`` (``make browser-test``; ``.ci/run`` does both). Outside CI
 (the environment variable CI unset) it skips, in one line, when Chromium or the built
@@ -30,6 +44,7 @@ from urllib.parse import unquote, urlparse
 
 import numpy as np
 import pytest
+import yaml
 
 from lib.checks import CORRECT, INCORRECT, ValueExercise, exercises, grade
 
@@ -37,9 +52,12 @@ pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = Path(os.environ.get("BOOK_HTML", ROOT / "book" / "_build" / "html"))
+# the repository the book was built from (BOOK_HTML may name another checkout's build)
+SOURCE = BOOK.parents[2] if BOOK.parts[-3:] == ("book", "_build", "html") else ROOT
 IN_CI = bool(os.environ.get("CI"))
 CLOSED_PORT_PROXY = "http://127.0.0.1:9"  # port 9 (discard) is closed: every proxied request fails
 WINDOW = (1280, 900)
+PHONE, TABLET = 400, 800  # the widths a reader's phone and tablet give a page
 SKIPPED_PAGES = {"search.html", "genindex.html", "py-modindex.html"}
 
 
@@ -70,6 +88,7 @@ def _pages() -> list[Path]:
 
 
 PAGES = _pages()
+CHAPTER_PAGES = [p for p in PAGES if p.parent.name == "chapters"]
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -179,6 +198,79 @@ return out;
 """
 
 
+# Any part of a cell's output that reaches past the output's right edge, or that would
+# need sideways scrolling to be read (the reader of a 1280-px window does not see it).
+OUTPUTS_CUT_OFF = """
+const out = [];
+for (const [i, cell] of [...document.querySelectorAll("div.cell_output")].entries()) {
+  const box = cell.getBoundingClientRect();
+  for (const el of cell.querySelectorAll("pre, img, table, svg, div.output")) {
+    const r = el.getBoundingClientRect();
+    if (r.width === 0) continue;  // in a folded solution
+    const scrolls = el.tagName !== "IMG" && el.scrollWidth > el.clientWidth + 1;
+    if (scrolls || r.right > box.right + 1) {
+      const text = (el.textContent || el.getAttribute("src") || "").trim().split("\\n");
+      const longest = text.reduce((a, b) => (b.length > a.length ? b : a), "").slice(0, 90);
+      out.push(`output ${i + 1} (${el.tagName.toLowerCase()}): ${Math.round(Math.max(el.scrollWidth, r.width))} px `
+               + `wide in ${Math.round(box.width)} px: ${longest}`);
+      break;
+    }
+  }
+}
+return out;
+"""
+
+# Each figure of the page: its caption (myst-nb's figure metadata makes a <figcaption>) and
+# alt text. An alt text that is the image's file path (myst-nb's default) says nothing.
+FIGURES = """
+return [...document.querySelectorAll("article img")].map((img, i) => {
+  const figure = img.closest("figure");
+  const caption = figure && figure.querySelector("figcaption");
+  return {figure: i + 1, src: img.getAttribute("src").split("/").pop().slice(0, 16),
+          alt: img.getAttribute("alt") || "", caption: caption ? caption.textContent.trim() : ""};
+});
+"""
+
+# Scroll every scrollable part of each display formula to its end; a formula is clipped
+# when some of it still lies past the right edge of its box.
+CLIPPED_FORMULAS = """
+const clipped = [];
+const parts = (root) => [...root.querySelectorAll("*")].filter(
+  (x) => !x.closest(".MJX_Assistive_MathML, .MathJax_Preview, script"));
+for (const m of document.querySelectorAll("div.math")) {
+  const box = m.getBoundingClientRect();
+  if (box.width === 0) continue;
+  const right = () => Math.max(0, ...parts(m).map((x) => x.getBoundingClientRect().right));
+  if (right() <= box.right + 1) continue;
+  const scrollers = [m, ...m.querySelectorAll("*")].filter((x) => /auto|scroll/.test(getComputedStyle(x).overflowX));
+  for (const s of scrollers) s.scrollLeft = s.scrollWidth;
+  const hidden = right() - box.right;
+  for (const s of scrollers) s.scrollLeft = 0;
+  if (hidden > 1) {
+    const source = (m.querySelector("script") || m).textContent.trim().slice(0, 60);
+    clipped.push(`${Math.round(hidden)} px of ${source}`);
+  }
+}
+return clipped;
+"""
+
+
+class _Width:
+    """The page as a window of ``width`` CSS pixels shows it (headless Chromium's windows
+    are no narrower than 500 px, so the viewport is set rather than the window)."""
+
+    def __init__(self, driver, width: int):
+        self.driver, self.width = driver, width
+
+    def __enter__(self):
+        metrics = {"width": self.width, "height": WINDOW[1], "deviceScaleFactor": 1, "mobile": False}
+        self.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+        return self
+
+    def __exit__(self, *exc):
+        self.driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
 def _open(driver, base: str, page: Path) -> None:
     driver.get_log("browser")  # drop what earlier pages logged
     driver.get(f"{base}/{page.relative_to(BOOK).as_posix()}")
@@ -222,6 +314,126 @@ def test_page_renders_offline_without_errors(driver, server, page):
     assert sideways == [], f"code cells scroll sideways at a {WINDOW[0]}-px window: {sideways[:3]}"
 
 
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(BOOK).as_posix())
+def test_outputs_fit_at_1280(driver, server, page):
+    """What the notebooks print fits the page: no output is cut off at the right edge."""
+    base, _ = server
+    _open(driver, base, page)
+    cut = driver.execute_script(OUTPUTS_CUT_OFF)
+    assert cut == [], f"{page.name}: {len(cut)} cell outputs cut off at {WINDOW[0]} px:\n  " + "\n  ".join(cut)
+
+
+def _alt_is_a_path(alt: str) -> bool:
+    return alt == "" or "/" in alt or alt.lower().endswith((".png", ".svg", ".jpg", ".jpeg", ".gif"))
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(BOOK).as_posix())
+def test_figures_have_captions_and_alt_text(driver, server, page):
+    """Every figure has a (numbered) caption and an alt text that says what it shows. In a
+    notebook: the cell's metadata {"mystnb": {"figure": {"caption": ..., "name": ...},
+    "image": {"alt": ..., "width": ...}}}."""
+    base, _ = server
+    _open(driver, base, page)
+    faults = []
+    for figure in driver.execute_script(FIGURES):
+        missing = [what for what, bad in (("caption", not figure["caption"]),
+                                          ("alt text", _alt_is_a_path(figure["alt"]))) if bad]  # fmt: skip
+        if missing:
+            faults.append(f"figure {figure['figure']} ({figure['src']}...): no {' and no '.join(missing)}"
+                          f" (alt {figure['alt'][:40]!r})")  # fmt: skip
+    assert faults == [], f"{page.name}: {len(faults)} figures lack a caption or alt text:\n  " + "\n  ".join(faults)
+
+
+MATH_PAGES = [p for p in PAGES if 'class="math notranslate nohighlight"' in p.read_text(errors="replace")]
+
+
+@pytest.mark.parametrize("page", MATH_PAGES, ids=lambda p: p.relative_to(BOOK).as_posix())
+def test_no_formula_is_clipped_on_a_phone(driver, server, page):
+    base, _ = server
+    with _Width(driver, PHONE):
+        _open(driver, base, page)
+        clipped = driver.execute_script(CLIPPED_FORMULAS)
+    assert clipped == [], f"{page.name}: formulas cut off at {PHONE} px (they must scroll): {clipped}"
+
+
+# --- the chapter list and page contents on a phone, a tablet and a desktop ----------------
+
+PANEL = """
+const dialog = document.getElementById(arguments[0]);
+const links = dialog ? [...dialog.querySelectorAll("a")].filter((a) => a.getClientRects().length > 0) : [];
+const box = dialog ? dialog.getBoundingClientRect() : {width: 0};
+return {open: !!(dialog && dialog.open), width: box.width, links: links.length};
+"""
+
+PRIMARY_SIDEBAR = """
+const bar = document.getElementById("pst-primary-sidebar");
+const box = bar.getBoundingClientRect();
+return getComputedStyle(bar).visibility !== "hidden" && box.right > 0 && box.width > 0;
+"""
+
+
+def _visible(driver, selector: str):
+    from selenium.webdriver.common.by import By
+
+    shown = [e for e in driver.find_elements(By.CSS_SELECTOR, selector) if e.is_displayed()]
+    assert shown, f"no visible {selector} button"
+    return shown[0]
+
+
+def _close_dialog(driver) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    driver.switch_to.active_element.send_keys(Keys.ESCAPE)
+
+
+TOGGLE_PAGES = sorted({PAGES[0], *CHAPTER_PAGES[:1], PAGES[-1]} if PAGES else set())
+
+
+@pytest.mark.parametrize("width", [PHONE, TABLET])
+@pytest.mark.parametrize("page", TOGGLE_PAGES, ids=lambda p: p.relative_to(BOOK).as_posix())
+def test_toggles_open_the_chapter_list_and_contents(driver, server, page, width):
+    base, _ = server
+    with _Width(driver, width):
+        _open(driver, base, page)
+        for toggle, dialog, least_links in ((".primary-toggle", "pst-primary-sidebar-modal", 9),
+                                            (".secondary-toggle", "pst-secondary-sidebar-modal", 1)):  # fmt: skip
+            if toggle == ".secondary-toggle" and not driver.execute_script(
+                "return !!document.querySelector('#pst-secondary-sidebar .toc-entry, #pst-secondary-sidebar nav a')"
+            ):
+                continue  # a page without sections has no contents to show
+            _visible(driver, toggle).click()
+            panel = driver.execute_script(PANEL, dialog)
+            assert panel["open"] and panel["width"] > 100, f"{toggle} at {width} px opened nothing: {panel}"
+            assert panel["links"] >= least_links, f"{toggle} at {width} px: the panel shows {panel['links']} links"
+            _close_dialog(driver)
+            assert not driver.execute_script(PANEL, dialog)["open"], f"Escape did not close {dialog}"
+        assert _console_errors(driver) == []
+
+
+def test_the_chapter_list_toggle_hides_and_shows_it_at_1280(driver, server):
+    if not PAGES:
+        _unavailable(f"no built book at {BOOK}: run `make book` first")
+    base, _ = server
+    _open(driver, base, CHAPTER_PAGES[0] if CHAPTER_PAGES else PAGES[0])
+    assert _settles(driver, PRIMARY_SIDEBAR, True), "the chapter list is not shown at 1280 px"
+    _visible(driver, ".primary-toggle").click()
+    assert _settles(driver, PRIMARY_SIDEBAR, False), "the toggle did not hide the chapter list"
+    _visible(driver, ".primary-toggle").click()
+    assert _settles(driver, PRIMARY_SIDEBAR, True), "the toggle did not show the chapter list again"
+
+
+def _settles(driver, script: str, expected, seconds: float = 5.0) -> bool:
+    """Whether ``script`` returns ``expected`` within a few seconds (the sidebar slides)."""
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    try:
+        WebDriverWait(driver, seconds, poll_frequency=0.1).until(lambda d: d.execute_script(script) == expected)
+    except TimeoutException:
+        return False
+    return True
+
+
 def _as_text(value) -> str:
     return ", ".join(f"{x:.12g}" for x in np.asarray(value, dtype=float).ravel())
 
@@ -245,9 +457,6 @@ def _wrong_numbers(exercise: ValueExercise) -> tuple[str, str]:
         return _as_text(wrong.value), wrong.feedback
     off = np.asarray(exercise.expected, dtype=float) + 10 * (exercise.atol + 1)
     return _as_text(off), ""
-
-
-CHAPTER_PAGES = [p for p in PAGES if p.parent.name == "chapters"]
 
 
 def test_there_are_chapter_pages_to_check():
@@ -286,4 +495,231 @@ def test_check_yourself_boxes_grade_typed_answers(driver, server, page):
         graded += 1
     if not boxes:
         pytest.skip(f"{page.name} has no check-yourself boxes")
+    assert _console_errors(driver) == []
+
+
+# --- running a chapter from its page ------------------------------------------------------
+
+
+@pytest.mark.parametrize("page", CHAPTER_PAGES, ids=lambda p: p.stem)
+def test_chapter_page_says_how_to_run_it_and_downloads_the_student_copy(driver, server, page):
+    import nbformat
+    from selenium.webdriver.common.by import By
+
+    from lib.student import student_notebook
+
+    base, _ = server
+    _open(driver, base, page)
+    line = driver.find_element(By.CSS_SELECTOR, ".run-this-chapter").text
+    assert "git clone" in line and "make lab" in line and f"student/{page.stem}.ipynb" in line, line
+    url = ((yaml.safe_load((SOURCE / "book" / "_config.yml").read_text()) or {}).get("repository") or {}).get("url")
+    repository_links = driver.find_elements(
+        By.CSS_SELECTOR, "a.btn-source-repository-button, a.btn-source-issues-button"
+    )
+    if url:  # named in _config.yml: the line clones it, and the repository and issue buttons link to it
+        assert f"git clone {url}" in line, line
+        assert len(repository_links) == 2 and all(a.get_attribute("href").startswith(url) for a in repository_links)
+    else:
+        assert "git clone <the address of this book's repository>" in line, line
+        assert repository_links == []
+    links = driver.find_elements(By.CSS_SELECTOR, "a.btn-download-source-button")
+    hrefs = {a.get_attribute("href") for a in links}
+    assert len(hrefs) == 1 and next(iter(hrefs)).endswith(f"/{page.stem}.ipynb"), hrefs
+    served = BOOK / unquote(urlparse(next(iter(hrefs))).path).lstrip("/")
+    downloaded = nbformat.read(served, as_version=4)
+    expected = student_notebook(nbformat.read(SOURCE / "chapters" / f"{page.stem}.ipynb", as_version=4))
+    assert [c.source for c in downloaded.cells] == [c.source for c in expected.cells]
+    assert not any(c.get("outputs") for c in downloaded.cells), "the download holds outputs (and answers)"
+    assert "# BEGIN SOLUTION" not in served.read_text()
+
+
+CHECKED_MARKS = """
+const cells = [...document.querySelectorAll("div.cell.tag_nbval-check-output > div.cell_output")];
+return cells.map((o) => getComputedStyle(o, "::before").content);
+"""
+
+
+def test_checked_outputs_carry_the_mark(driver, server):
+    if not CHAPTER_PAGES:
+        _unavailable(f"no built book at {BOOK}: run `make book` first")
+    base, _ = server
+    _open(driver, base, CHAPTER_PAGES[0])
+    marks = driver.execute_script(CHECKED_MARKS)
+    assert marks, f"{CHAPTER_PAGES[0].name}: no output of a cell tagged nbval-check-output"
+    assert all("checked by the tests" in mark for mark in marks), set(marks)
+
+
+# --- the live playgrounds -----------------------------------------------------------------
+
+PLAYGROUND_CHAPTERS = {
+    "self-attention": "01_one_attention_read",
+    "rope": "03_masks_and_positions",
+    "complexity": "05_costs_and_flashattention",
+}
+
+
+def _playground_page(name: str) -> Path:
+    page = BOOK / "chapters" / f"{PLAYGROUND_CHAPTERS[name]}.html"
+    if not page.exists():
+        _unavailable(f"no built book at {BOOK}: run `make book` first")
+    return page
+
+
+def _mount(driver, server, name: str):
+    from selenium.webdriver.common.by import By
+
+    base, _ = server
+    page = _playground_page(name)
+    _open(driver, base, page)
+    roots = driver.find_elements(By.CSS_SELECTOR, f'.live-playground[data-playground="{name}"]')
+    assert roots, (
+        f"{page.name} has no live playground: its notebook needs, after the playground's static figure, a markdown "
+        f'cell <div class="live-playground" data-playground="{name}"></div>'
+    )
+    root = roots[0]
+    assert "live-playground-mounted" in root.get_attribute("class"), f"{page.name}: playgrounds.js did not mount it"
+    return root
+
+
+def _control(root, name: str):
+    from selenium.webdriver.common.by import By
+
+    return root.find_element(By.CSS_SELECTOR, f'[data-control="{name}"]')
+
+
+def _choose(control, value) -> None:
+    from selenium.webdriver.support.ui import Select
+
+    Select(control).select_by_value(str(value))
+
+
+def _slide(driver, control, value) -> None:
+    """Move a range input, as a drag would: the value, then the input event."""
+    driver.execute_script(
+        "arguments[0].value = arguments[1]; arguments[0].dispatchEvent(new Event('input', {bubbles: true}));",
+        control,
+        str(value),
+    )
+
+
+def _type(control, value) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    control.send_keys(Keys.CONTROL, "a")
+    control.send_keys(str(value))
+
+
+def _shown(root) -> tuple[str, dict, dict]:
+    import json
+
+    from selenium.webdriver.common.by import By
+
+    out = root.find_element(By.CSS_SELECTOR, "[data-readout]")
+    return out.text, json.loads(out.get_attribute("data-state")), json.loads(out.get_attribute("data-values"))
+
+
+def test_self_attention_playground_is_live_and_agrees_with_python(driver, server):
+    from lib.playgrounds import describe, self_attention_read
+
+    root = _mount(driver, server, "self-attention")
+    seen = []
+
+    def check(expected_query=None):
+        text, state, values = _shown(root)
+        if expected_query is not None:
+            assert state["query"] == list(expected_query), state
+        read = self_attention_read(
+            state["query"], state["position"], scaling=state["scaling"], temperature=state["temperature"],
+            causal=state["causal"],
+        )  # fmt: skip
+        assert text == describe(read), (state, text)
+        np.testing.assert_allclose(values["weights"], read.weights.tolist(), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(values["output"], read.output.tolist(), rtol=0, atol=1e-12)
+        scores = [float("-inf") if s is None else s for s in values["scores"]]
+        assert scores == pytest.approx(read.scores.tolist(), abs=1e-12)
+        seen.append(text)
+
+    check(expected_query=(1.0, 0.0))  # the worked example
+    _control(root, "causal").click()
+    check()
+    _choose(_control(root, "position"), 1)  # token 2's query is loaded into the boxes
+    check(expected_query=(0.0, 1.0))
+    _control(root, "causal").click()
+    _choose(_control(root, "scaling"), "none")
+    _type(_control(root, "qx"), "0.3")
+    _type(_control(root, "qy"), "-1.2")
+    check(expected_query=(0.3, -1.2))
+    _choose(_control(root, "scaling"), "temperature")
+    for exponent in (-1, -0.5, 0.35, 1):
+        _slide(driver, _control(root, "temperature"), exponent)
+        check()
+    assert len(set(seen)) == len(seen), "a control changed nothing on the page"
+    assert _console_errors(driver) == []
+
+
+def test_rope_playground_is_live_and_agrees_with_python(driver, server):
+    from lib.playgrounds.rope import describe_rope_read, rope_read
+
+    root = _mount(driver, server, "rope")
+    seen = []
+
+    def check(m, n):
+        text, state, values = _shown(root)
+        assert (state["m"], state["n"]) == (m, n), state
+        assert int(_control(root, "gap").get_attribute("value")) == n - m
+        read = rope_read(state["m"], state["n"], frequency=state["frequency"])
+        assert text == describe_rope_read(read), (state, text)
+        assert values["score"] == pytest.approx(read.score, abs=1e-12)
+        assert values["score_from_gap"] == pytest.approx(read.score_from_gap, abs=1e-12)
+        assert values["rotated_key"] == pytest.approx(read.rotated_key.tolist(), abs=1e-12)
+        seen.append(text)
+
+    check(1, 2)  # the worked example
+    _slide(driver, _control(root, "m"), 5)  # the key moves along: the gap stays 1
+    check(5, 6)
+    _slide(driver, _control(root, "gap"), 3)  # the key moves
+    check(5, 8)
+    _slide(driver, _control(root, "n"), 4)  # the gap follows the key
+    check(5, 4)
+    _slide(driver, _control(root, "frequency"), 0.3)  # snapped to the slider's grid of π/64
+    check(5, 4)
+    assert _shown(root)[1]["frequency"] == pytest.approx(6 * np.pi / 64)
+    _slide(driver, _control(root, "m"), 33)
+    check(33, 32)
+    assert len(set(seen)) == len(seen), "a control changed nothing on the page"
+    assert _console_errors(driver) == []
+
+
+def test_complexity_playground_is_live_and_agrees_with_python(driver, server):
+    from lib.playgrounds.complexity import SIZES, complexity_curves, describe
+
+    root = _mount(driver, server, "complexity")
+    seen = []
+
+    def check(pattern, n, window, n_global):
+        text, state, values = _shown(root)
+        assert state == {"pattern": pattern, "n": n, "window": window, "n_global": n_global}
+        curves = complexity_curves(pattern, n, window=window, n_global=n_global)
+        assert text.splitlines() == describe(curves).splitlines()[:3], (state, text)  # the counts, not the CSVs
+        assert values["sizes"] == list(SIZES)
+        assert values["pairs"] == (None if curves.pairs is None else list(curves.pairs))
+        assert values["flops"] == list(curves.flops) and values["dense_pairs"] == list(curves.dense_pairs)
+        assert (values["pairs_at_n"], values["flops_at_n"]) == (curves.pairs_at_n, curves.flops_at_n)
+        seen.append(text)
+
+    check("window", 4096, 256, 16)  # the notebook's default
+    _slide(driver, _control(root, "n"), SIZES.index(65536))
+    check("window", 65536, 256, 16)
+    _slide(driver, _control(root, "window"), 1000)
+    check("window", 65536, 1000, 16)
+    _choose(_control(root, "pattern"), "global+local")
+    _slide(driver, _control(root, "n_global"), 200)
+    check("global+local", 65536, 1000, 200)
+    _slide(driver, _control(root, "n"), 0)
+    _slide(driver, _control(root, "window"), 4096)  # wider than N: the band covers every pair
+    check("global+local", 256, 4096, 200)
+    for pattern in ("dense", "causal", "linear"):
+        _choose(_control(root, "pattern"), pattern)
+        check(pattern, 256, 4096, 200)
+    assert len(set(seen)) == len(seen), "a control changed nothing on the page"
     assert _console_errors(driver) == []
