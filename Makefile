@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 MATHJAX  := book/_static/mathjax/MathJax.js
 JB_FLAGS := --config book/_config.yml --toc book/_toc.yml --path-output book -W -n --keep-going
 
-.PHONY: venv book mathjax trained test test-lib browser-test lab student lint clean
+.PHONY: venv book mathjax trained test test-lib browser-test lab student check check-ruff check-format check-doctest check-layout lint clean
 
 # The environment is rebuilt only when requirements.txt or pyproject.toml change.
 $(STAMP): requirements.txt pyproject.toml
@@ -56,9 +56,30 @@ lab: $(STAMP)
 student: $(STAMP)
 	$(BIN)/python -m lib.student copy chapters student
 
-lint: $(STAMP)
+## check: the fast checks, in seconds (CI runs them first): ruff at the stated line lengths
+## (120 in lib/tests/book/_ext, 80 in the chapters' code), the format check, the examples in
+## lib's docstrings, and the layout check where ../shared holds it (a reader's clone has none).
+## .pre-commit-config.yaml runs the same four targets.
+check: check-ruff check-format check-doctest check-layout
+
+check-ruff: $(STAMP)
 	$(BIN)/ruff check lib tests chapters book/_ext
+
+check-format: $(STAMP)
 	$(BIN)/ruff format --check lib tests book/_ext
+
+check-doctest: $(STAMP)
+	$(BIN)/python -m pytest --doctest-modules lib -p no:cacheprovider
+
+LAYOUT_CHECK := ../shared/tools/check_book.py
+check-layout: $(STAMP)
+	@if [ -f $(LAYOUT_CHECK) ]; then \
+	  out="$$($(BIN)/python $(LAYOUT_CHECK))" || exit 1; echo "$$out"; \
+	  test "$$out" = "layout check: nothing to point at"; \
+	else echo "layout check skipped: no $(LAYOUT_CHECK) beside this clone"; fi
+
+## lint: the old name of check
+lint: check
 
 clean:
 	rm -rf book/_build .pytest_cache book/_static/mathjax
