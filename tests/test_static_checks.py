@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+from _requirements import require
 
 from lib.checks import static_page_data
 
@@ -34,8 +34,8 @@ process.stdout.write(JSON.stringify(out));
 """
 
 
-@pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not installed")
 def test_static_grader_agrees_with_python():
+    require("Node.js", shutil.which("node") is not None, "apt-get install nodejs")
     data = static_page_data()
     assert data, "no value exercises to export"
     run = subprocess.run(
@@ -56,8 +56,7 @@ def test_static_grader_agrees_with_python():
 
 
 def test_parse_accepts_the_usual_spellings():
-    if shutil.which("node") is None:
-        pytest.skip("Node.js is not installed")
+    require("Node.js", shutil.which("node") is not None, "apt-get install nodejs")
     harness = (
         "global.window = {}; global.document = { addEventListener() {} };"
         'eval(require("fs").readFileSync(process.argv[1], "utf8"));'

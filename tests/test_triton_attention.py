@@ -2,11 +2,14 @@
 
 import pytest
 import torch
+from _requirements import require
 
 from lib.attention import attention
 from lib.triton_attention import TRITON_MISSING, triton_attention
 
-needs_triton = pytest.mark.skipif(bool(TRITON_MISSING), reason=TRITON_MISSING or "triton is installed")
+
+def needs_triton():
+    require("triton", not TRITON_MISSING, "pip install triton")
 
 
 def random_qkv(b, h, h_kv, n, m, d, dtype=torch.float32, seed=0):
@@ -25,8 +28,8 @@ def random_qkv(b, h, h_kv, n, m, d, dtype=torch.float32, seed=0):
         (1, 1, 1, 1, 17, 16, False),  # one query
     ],
 )
-@needs_triton
 def test_matches_lib_attention(b, h, h_kv, n, m, d, is_causal):
+    needs_triton()
     q, k, v = random_qkv(b, h, h_kv, n, m, d)
     got = triton_attention(q, k, v, is_causal=is_causal, block_q=16, block_k=16)
     torch.testing.assert_close(got, attention(q, k, v, is_causal=is_causal), atol=1e-5, rtol=1e-5)
@@ -34,8 +37,8 @@ def test_matches_lib_attention(b, h, h_kv, n, m, d, is_causal):
 
 
 @pytest.mark.parametrize("dtype, atol", [(torch.float16, 3e-3), (torch.bfloat16, 3e-2)])
-@needs_triton
 def test_half_precision(dtype, atol):
+    needs_triton()
     if dtype == torch.bfloat16 and not torch.cuda.is_available():
         # In the interpreter tl.dot on bfloat16 inputs returns garbage even for a bare 16x16
         # product (numpy has no bfloat16); on a GPU this case runs.
@@ -46,16 +49,16 @@ def test_half_precision(dtype, atol):
     torch.testing.assert_close(got.float(), attention(q, k, v, is_causal=True), atol=atol, rtol=atol)
 
 
-@needs_triton
 def test_custom_scale_and_default_blocks():
+    needs_triton()
     q, k, v = random_qkv(1, 2, 1, 20, 30, 16, seed=2)
     torch.testing.assert_close(
         triton_attention(q, k, v, scale=0.3), attention(q, k, v, scale=0.3), atol=1e-5, rtol=1e-5
     )
 
 
-@needs_triton
 def test_errors():
+    needs_triton()
     q, k, v = random_qkv(1, 3, 2, 4, 4, 16)
     with pytest.raises(ValueError, match="not a multiple"):
         triton_attention(q, k, v)

@@ -246,7 +246,9 @@ def sweep(args: argparse.Namespace) -> None:
     for block_q, block_k in args.blocks or [(128, 512), (256, 256), (256, 512), (256, 1024), (512, 512), (512, 1024)]:
         impls = {
             "sdpa": lambda q, k, v, c: F.scaled_dot_product_attention(q, k, v, is_causal=c),
-            "tiled": lambda q, k, v, c, bq=block_q, bk=block_k: tiled_attention(q, k, v, is_causal=c, block_q=bq, block_k=bk),
+            "tiled": lambda q, k, v, c, bq=block_q, bk=block_k: tiled_attention(
+                q, k, v, is_causal=c, block_q=bq, block_k=bk
+            ),
         }  # fmt: skip
         cases = {(name, c): functools.partial(fn, *inputs, c) for name, fn in impls.items() for c in (False, True)}
         t = time_round_robin(cases, args.repeats, "cpu")

@@ -284,7 +284,8 @@ def run_unigram(n_bytes: int, vocab_sizes: list[int]) -> list[dict]:
             )
         for r in rows[-2:] if spm is not None else rows[-1:]:
             print(
-                f"{r['name']:14} {r['vocab']:6d} {r['pieces']:7d} {r['train_s']:8.2f} {r['bpt']:21.3f} {r['mb_s']:12.2f}"
+                f"{r['name']:14} {r['vocab']:6d} {r['pieces']:7d} {r['train_s']:8.2f}"
+                f" {r['bpt']:21.3f} {r['mb_s']:12.2f}"
             )
     if not any(r["name"] == "sentencepiece" for r in rows):
         print("sentencepiece is not installed: `pip install sentencepiece` to compare with it.")

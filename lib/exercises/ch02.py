@@ -160,7 +160,9 @@ CHAPTER_2 = (
             "concatenation of the head outputs that W_O receives?"
         ),
         expected=4.0 * 24,
-        explanation="Each head returns d_v = 24 features; four heads concatenate to h · d_v = 96, and W_O maps 96 → 64.",
+        explanation=(
+            "Each head returns d_v = 24 features; four heads concatenate to h · d_v = 96, and W_O maps 96 → 64."
+        ),
         hints=("The outputs are weighted values: their width is d_v, not d_k.",),
         wrong_answers=(
             WrongAnswer(

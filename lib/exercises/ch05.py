@@ -352,7 +352,9 @@ CHAPTER_5_FUNCTIONS = (
                 "shift large scores overflow.",
             ),
         ),
-        explanation="m_new = max(m, max(block)); l_new = l·exp(m − m_new) + Σ exp(block − m_new), guarding m_new = -inf.",
+        explanation=(
+            "m_new = max(m, max(block)); l_new = l·exp(m − m_new) + Σ exp(block − m_new), guarding m_new = -inf."
+        ),
         hints=("m_new = torch.maximum(m, block.amax(dim=-1)); torch.nan_to_num(m_new, neginf=0.0) is a safe shift.",),
     ),
 )

@@ -61,7 +61,8 @@ EXERCISES = (
         explanation=(
             "Per layer: q and out projections 64·64 each; k and v only 64·(2·8) each, since 2 KV heads of width "
             f"64/8 = 8; SwiGLU's three matrices 3·64·160; two RMSNorm weights of 64. That is {_PER_LAYER:,} per "
-            f"layer, {_L * _PER_LAYER:,} for two, plus the 1000·64 embedding (the head reuses it) and the final norm's 64: {_PARAMS:,}."
+            f"layer, {_L * _PER_LAYER:,} for two, plus the 1000·64 embedding (the head reuses it) and the final "
+            f"norm's 64: {_PARAMS:,}."
         ),
         hints=(
             "Head width = d_model / n_heads; the k and v projections are d_model × (n_kv_heads · head width).",
@@ -105,7 +106,8 @@ EXERCISES = (
         expected=_CACHE_BYTES,
         explanation=(
             "Each layer caches its rotated keys and its values, (1, 2, 300, 32) each: 2 tensors · 2 heads · "
-            f"300 tokens · 32 · 2 bytes = {_CACHE_BYTES:,}. Queries are used once and never cached; the 8 query heads read the 2 cached heads."
+            f"300 tokens · 32 · 2 bytes = {_CACHE_BYTES:,}. Queries are used once and never cached; the 8 query "
+            "heads read the 2 cached heads."
         ),
         hints=("Per layer: keys AND values, each batch × KV heads × tokens × width, times bytes per element.",),
         wrong_answers=(
