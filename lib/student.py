@@ -255,7 +255,6 @@ def _run_cells(notebook_path: str, events_path: str, workdir: str, time_limit: s
     from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    start = time.monotonic()
     limit = float(time_limit)
     notebook = nbformat.read(notebook_path, as_version=4)
     exited: list[int] = []  # cells that called exit(): IPython then shuts the kernel down, a moment later
@@ -299,6 +298,7 @@ def _run_cells(notebook_path: str, events_path: str, workdir: str, time_limit: s
             with client.setup_kernel():
                 provisioner = getattr(client.km, "provisioner", None)
                 emit(kernel=getattr(provisioner, "pid", None), pgid=getattr(provisioner, "pgid", None))
+                start = time.monotonic()  # the limit is the cells' time: a slow kernel start costs the learner nothing
                 for index, cell in enumerate(notebook.cells):
                     if cell.cell_type != "code":
                         continue
@@ -632,11 +632,12 @@ def format_table(reports: Sequence[GradeReport], width: int = TABLE_WIDTH) -> st
         return (left + " " + _fit(problems, max(20, width - len(left) - 1))).rstrip()
 
     header = line("student", "notebook", [str(n) for n in range(1, columns + 1)], "score", "problems")
-    lines = [header, "-" * min(width, max(len(header), 60))]
+    lines = [header]
     for r in rows:
         marks = [_MARKS.get(status, "?") for status in r.exercises.values()]
         marks += [""] * (columns - len(marks))
         lines.append(line(r.student, names[id(r)], marks, f"{r.n_correct}/{len(r.exercises)}", "; ".join(r.problems)))
+    lines.insert(1, "-" * max(map(len, lines)))
     lines += ["", "  ".join(f"{mark} {status}" for status, mark in _MARKS.items())]
     chapters: dict[str, list[str]] = {}
     for exercise_id in exercises():
@@ -651,7 +652,14 @@ def format_table(reports: Sequence[GradeReport], width: int = TABLE_WIDTH) -> st
         label = f"chapter {chapter}" if list(ids) == chapters.get(chapter) else ", ".join(dict.fromkeys(notebook_names))
         label = _fit(label, 40)
         entries = [f"{n} {exercise_id}" for n, exercise_id in enumerate(ids, start=1)]
-        lines.append(textwrap.fill("   ".join(entries), width, initial_indent=f"{label}: ", subsequent_indent="    "))
+        legend = f"{label}:"
+        for entry in entries:  # wrapped between entries, never inside one
+            if len(legend) + 3 + len(entry) > width:
+                lines.append(legend)
+                legend = "    " + entry
+            else:
+                legend += (" " if legend.endswith(":") else "   ") + entry
+        lines.append(legend)
     return "\n".join(lines)
 
 
