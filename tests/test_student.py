@@ -132,7 +132,6 @@ def test_batch_grading_survives_loops_dead_kernels_and_syntax_errors(tmp_path, c
     assert list(graded) == ["a_loop", "b_dies", "c_syntax", "d_fine", "e_broken"]
     assert graded["a_loop"]["problems"] == ["timed out in cell 4 (15 s for the notebook)"]
     assert graded["a_loop"]["exercises"] == {"1.equal-scores": "correct"}
-    assert graded["a_loop"]["seconds"] < 15 + 30  # the limit, plus starting and stopping a kernel
     assert graded["b_dies"]["problems"] == ["kernel died in cell 4"]
     assert graded["b_dies"]["exercises"] == {"1.equal-scores": "incorrect"}
     assert graded["c_syntax"]["problems"] == ["syntax error in cell 3, line 3: incomplete input"]
