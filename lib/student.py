@@ -14,20 +14,29 @@ learner's own run should produce the rest). ``make lab`` opens these copies, in
 ``student/``; a copy that exists already is the learner's work and is never overwritten.
 
 ``grade_notebook`` executes a (student's) notebook and collects what each ``check`` call
-reported. Nothing a notebook does stops the batch: each notebook has a time limit, and an
-endless loop, a kernel that dies, or a syntax error becomes that notebook's line in the
-report ("timed out in cell 12", "kernel died in cell 3", "kernel stopped by exit() in cell 4",
-"syntax error in cell 5, line 2") while grading goes on with the next. The kernel runs in the
-notebook's own folder. A chapter's notebook (``01_....ipynb``) is graded on every exercise of
-its chapter, so one whose cell the student deleted reads "not attempted" and still counts;
-a ``check`` of an id the book does not have (a typo, a renamed exercise) is a problem line,
-not a column.
+reported in that run. Every stored output is cleared first, and only a result record that
+``check`` signed with the key the grader made for this run, in the cell it shows in, counts:
+a copied or hand-made record is a problem line, never a mark. Each notebook runs in a
+grading process of its own, which the grader supervises, with the grader's own Python
+kernel whatever kernelspec the notebook names. Nothing a notebook does stops the batch:
+an endless loop, a kernel that dies, exit(), a cell that kills its parent process, or a
+syntax error becomes that notebook's line in the report ("timed out in cell 12", "kernel
+died in cell 3", "kernel stopped by exit() in cell 4", "grading process killed by SIGKILL in
+cell 5", "syntax error in cell 5, line 2"), and so does the first error ("ImportError in
+cell 2: cannot import name 'chek' ..."), while grading goes on. The kernel runs in the
+notebook's own folder. A chapter's notebook (``01_....ipynb``) is graded on every exercise
+of its chapter, so one whose cell the student deleted reads "not attempted" and still
+counts; a ``check`` of an id the book does not have (a typo, a renamed exercise) is a
+problem line, not a column.
 A copy is never written with an answer in it: a solution marker left unmatched (``# END
 SOLUTON``) stops that chapter's copy with an error that names the cell.
 
     python -m lib.student copy chapters student            # write missing student copies
     python -m lib.student grade submissions/*/*.ipynb      # run and grade; a table per student
-    python -m lib.student grade ... --json grades.json     # the same, for a spreadsheet
+    python -m lib.student grade ... --json grades.json     # the same, with what check() said
+    python -m lib.student grade ... --csv book.csv         # the gradebook: a row per notebook
+    python -m lib.student grade ... --feedback out/        # out/<student>/<notebook>.md to send back
+    python -m lib.student grade ... --jobs 4 --kernel NAME # 4 at once; another Jupyter kernel
 
 A notebook's student is the name of its folder (``submissions/ada/01_...ipynb`` is Ada's);
 cells are numbered from 1, counting markdown cells, as they appear in the notebook.
