@@ -600,6 +600,7 @@ def grade_notebooks(
 
 _MARKS = {"correct": "✓", "incorrect": "✗", "not attempted": "·", NOT_RUN: "–"}
 TABLE_WIDTH = 100
+_PROBLEM_LINES = 3  # a row's problems take at most this many lines of the table
 
 
 def _fit(text: str, width: int) -> str:
@@ -618,9 +619,10 @@ def _sorted(reports: Sequence[GradeReport]) -> list[GradeReport]:
 
 
 def format_table(reports: Sequence[GradeReport], width: int = TABLE_WIDTH) -> str:
-    """One line per (student, notebook): the mark of each of its exercises in numbered columns
+    """One row per (student, notebook): the mark of each of its exercises in numbered columns
     (a legend below says which exercise each number is, per chapter), the score, and its
-    problems cut to fit ``width``; the full text is in the JSON, CSV and feedback files."""
+    problems, wrapped under their column within ``width`` (and cut after a few lines: the
+    full text is in the JSON, CSV and feedback files)."""
     rows = _sorted(reports)
     columns = max((len(report.exercises) for report in rows), default=0)
     student_width = min(14, max([len("student"), *(len(r.student) for r in rows)]))
@@ -629,7 +631,7 @@ def format_table(reports: Sequence[GradeReport], width: int = TABLE_WIDTH) -> st
     number_width = len(str(columns))
     score_width = max([len("score"), *(len(f"{r.n_correct}/{len(r.exercises)}") for r in rows)])
 
-    def line(student: str, name: str, marks: list[str], score: str, problems: str) -> str:
+    def line(student: str, name: str, marks: list[str], score: str, problems: Sequence[str]) -> str:
         left = " ".join(
             [
                 _fit(student, student_width).ljust(student_width),
@@ -638,15 +640,23 @@ def format_table(reports: Sequence[GradeReport], width: int = TABLE_WIDTH) -> st
                 score.ljust(score_width),
             ]
         )
-        return (left + " " + _fit(problems, max(20, width - len(left) - 1))).rstrip()
+        room = max(20, width - len(left) - 1)
+        # each problem on a line of its own, wrapped under the column (three lines in all at
+        # most); the full text is in the files
+        wrapped = [text for problem in problems for text in textwrap.wrap(problem, room, break_on_hyphens=False)]
+        wrapped = wrapped or [""]
+        if len(wrapped) > _PROBLEM_LINES:
+            wrapped = [*wrapped[: _PROBLEM_LINES - 1], _fit(" ".join(wrapped[_PROBLEM_LINES - 1 :]), room)]
+        indent = " " * (len(left) + 1)
+        return "\n".join([(left + " " + wrapped[0]).rstrip(), *(indent + more for more in wrapped[1:])])
 
-    header = line("student", "notebook", [str(n) for n in range(1, columns + 1)], "score", "problems")
+    header = line("student", "notebook", [str(n) for n in range(1, columns + 1)], "score", ["problems"])
     lines = [header]
     for r in rows:
         marks = [_MARKS.get(status, "?") for status in r.exercises.values()]
         marks += [""] * (columns - len(marks))
-        lines.append(line(r.student, names[id(r)], marks, f"{r.n_correct}/{len(r.exercises)}", "; ".join(r.problems)))
-    lines.insert(1, "-" * max(map(len, lines)))
+        lines.append(line(r.student, names[id(r)], marks, f"{r.n_correct}/{len(r.exercises)}", r.problems))
+    lines.insert(1, "-" * max(len(text) for row in lines for text in row.splitlines()))
     lines += ["", "  ".join(f"{mark} {status}" for status, mark in _MARKS.items())]
     chapters: dict[str, list[str]] = {}
     for exercise_id in exercises():
