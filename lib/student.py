@@ -643,7 +643,10 @@ def format_table(reports: Sequence[GradeReport], width: int = TABLE_WIDTH) -> st
         room = max(20, width - len(left) - 1)
         # each problem on a line of its own, wrapped under the column (three lines in all at
         # most); the full text is in the files
-        wrapped = [text for problem in problems for text in textwrap.wrap(problem, room, break_on_hyphens=False)]
+        keep = [re.sub(r"\b(cells?|line) (?=\d)", "\\1\u00a0", problem) for problem in problems]  # "cell 12" whole
+        wrapped = [
+            text.replace("\u00a0", " ") for one in keep for text in textwrap.wrap(one, room, break_on_hyphens=False)
+        ]
         wrapped = wrapped or [""]
         if len(wrapped) > _PROBLEM_LINES:
             wrapped = [*wrapped[: _PROBLEM_LINES - 1], _fit(" ".join(wrapped[_PROBLEM_LINES - 1 :]), room)]
