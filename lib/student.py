@@ -356,6 +356,13 @@ def _write_grader_kernel(spec_dir: Path) -> None:
     (folder / "kernel.json").write_text(json.dumps(spec))
 
 
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
 def _kill_group(pgid: int | None) -> None:
     if pgid and hasattr(os, "killpg"):
         try:
@@ -413,8 +420,7 @@ def _supervise(
         if overran:
             problems.append(f"timed out{where} (grading stopped after {time_limit + _SUPERVISOR_MARGIN_S:g} s)")
         elif status < 0:
-            name = signal.Signals(-status).name if -status in signal.Signals._value2member_map_ else str(-status)
-            problems.append(f"grading process killed by {name}{where}")
+            problems.append(f"grading process killed by {_signal_name(-status)}{where}")
         else:
             detail = f": {log_tail[0]}" if log_tail else ""
             problems.append(f"grading process failed{where} (exit status {status}){detail}"[:200])

@@ -55,7 +55,8 @@ def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-grading-") as tmp:
         paths = hand_ins(args.notebook, args.copies, Path(tmp))
         print(
-            f"grading {args.copies} copies of {args.notebook.name}: --jobs 1 ({kernel_threads(1)} threads a kernel) "
+            f"grading {args.copies} cop{'ies' if args.copies > 1 else 'y'} of {args.notebook.name}: "
+            f"--jobs 1 ({kernel_threads(1)} threads a kernel) "
             f"vs --jobs {jobs} ({kernel_threads(jobs)} a kernel)"
         )
         print(f"{'round':>5}  {'jobs 1 (s)':>10}  {f'jobs {jobs} (s)':>10}  {f'jobs {jobs} / jobs 1':>15}")
