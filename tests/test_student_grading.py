@@ -273,3 +273,43 @@ def test_feedback_shows_an_answer_that_holds_backticks_whole():
     assert f"````python\n{source}\n````" in text
     assert told.feedback and told.feedback in text and told.hint in text
     assert "cell is not in the notebook" in text.split("1.masked-read")[1]
+
+
+class _Shell:
+    """Just enough of a kernel's shell for check() to publish its record."""
+
+    kernel = object()
+    execution_count = 7
+    parent_header = {"header": {"msg_id": "request-7"}}
+
+
+def test_check_signs_its_record_and_the_grader_verifies_exactly_that(monkeypatch):
+    import IPython.display
+
+    from lib import checks
+
+    key = b"a key made for this run"
+    shown = []
+    monkeypatch.setattr(checks, "_kernel_shell", lambda: _Shell())
+    monkeypatch.setattr(checks, "_RUN_KEY", key)
+    monkeypatch.setattr(IPython.display, "display", lambda *args, **kwargs: shown.append(kwargs["metadata"]))
+    told = check("1.longer-query", [2.0, 0.0])
+    record = shown[0][RESULT_KEY]
+    assert {name: record[name] for name in ("id", "status", "cell", "request", "feedback", "hint")} == {
+        "id": "1.longer-query",
+        "status": "incorrect",
+        "cell": 7,
+        "request": "request-7",
+        "feedback": told.feedback,
+        "hint": told.hint,
+    }
+    assert record["mistake"] == getattr(told, "mistake", "")
+    assert student._genuine(record, key, "request-7")
+    assert not student._genuine(record, b"another run's key", "request-7")
+    assert not student._genuine(record, key, "request-8")  # shown again in another cell
+    for name, value in (("status", "correct"), ("id", "1.equal-scores"), ("mistake", "x"), ("request", "r")):
+        assert not student._genuine({**record, name: value}, key, "request-7"), name
+    assert not student._genuine({k: v for k, v in record.items() if k != "sig"}, key, "request-7")
+    monkeypatch.setattr(checks, "_RUN_KEY", b"")  # outside grading: no signature at all
+    check("1.equal-scores", [1, 2])
+    assert "sig" not in shown[1][RESULT_KEY]
