@@ -58,6 +58,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -363,6 +364,41 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+# The grading processes running now (pid -> its events file), so that an interrupted batch
+# (Ctrl-C) stops them and their kernels, which sit in sessions of their own and do not get it.
+_RUNNING: dict[int, Path] = {}
+_RUNNING_LOCK = threading.Lock()
+_STOPPING = threading.Event()
+
+
+def _read_events(path: Path) -> list[dict]:
+    events = []
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return events
+    for line in lines:
+        try:
+            events.append(json.loads(line))
+        except ValueError:  # a line cut off when the process was killed
+            continue
+    return events
+
+
+def stop_grading() -> None:
+    """Stop every grading process that is running, and its kernel, and start no more
+    until the batch running now has ended (``grade_notebooks`` calls this when it is
+    interrupted)."""
+    with _RUNNING_LOCK:
+        _STOPPING.set()
+        running = dict(_RUNNING)
+    for pid, events_path in running.items():
+        _kill_group(pid)
+        for event in _read_events(events_path):
+            if "kernel" in event:
+                _kill_group(event.get("pgid"))
+
+
 def _kill_group(pgid: int | None) -> None:
     if pgid and hasattr(os, "killpg"):
         try:
@@ -394,22 +430,23 @@ def _supervise(
         command = [sys.executable, "-c", _WORKER, str(source), str(events_path), str(workdir), repr(float(time_limit))]
         command += [kernel_name or "", str(tmp / "kernels")]
         overran = False
-        with open(log_path, "wb") as log:
+        with open(log_path, "wb") as log, _RUNNING_LOCK:
+            if _STOPPING.is_set():
+                raise RuntimeError("grading was interrupted")
             worker = subprocess.Popen(
                 command, cwd=tmp, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True,
             )  # fmt: skip
-            try:
-                status = worker.wait(timeout=time_limit + _SUPERVISOR_MARGIN_S)
-            except subprocess.TimeoutExpired:  # stopped, or stuck: the notebook had its time
-                _kill_group(worker.pid)
-                status, overran = worker.wait(), True
-        events = []
-        for line in events_path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                events.append(json.loads(line))
-            except ValueError:  # a line cut off when the process was killed
-                continue
+            _RUNNING[worker.pid] = events_path
+        try:
+            status = worker.wait(timeout=time_limit + _SUPERVISOR_MARGIN_S)
+        except subprocess.TimeoutExpired:  # stopped, or stuck: the notebook had its time
+            _kill_group(worker.pid)
+            status, overran = worker.wait(), True
+        finally:
+            with _RUNNING_LOCK:
+                _RUNNING.pop(worker.pid, None)
+        events = _read_events(events_path)
         log_tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] if log_path.exists() else []
     kernel = next((event for event in events if "kernel" in event), {})
     _kill_group(kernel.get("pgid"))  # the kernel, and whatever the notebook started, is gone when grading is
@@ -592,7 +629,9 @@ def grade_notebooks(
         raise ValueError(f"jobs must be at least 1, got {jobs}")
     threads = kernel_threads(jobs)
     exercises()  # load the book once, before the threads
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    _STOPPING.clear()
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
         futures = [
             pool.submit(grade_notebook, path, time_limit, kernel_name=kernel_name, threads=threads) for path in paths
         ]
@@ -600,6 +639,13 @@ def grade_notebooks(
             if on_report is not None:
                 on_report(future.result())
         return [future.result() for future in futures]
+    except BaseException:  # Ctrl-C: no notebook goes on running, and no kernel is left behind
+        pool.shutdown(wait=False, cancel_futures=True)
+        stop_grading()
+        raise
+    finally:
+        pool.shutdown(wait=True)
+        _STOPPING.clear()  # every thread is done: the next batch may start grading processes
 
 
 # --- reports: terminal table, class summary, gradebook, feedback files ----------------------------
@@ -859,9 +905,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"    {problem}")
         sys.stdout.flush()
 
-    reports = grade_notebooks(
-        args.notebooks, args.time_limit, jobs=args.jobs, kernel_name=args.kernel, on_report=on_report
-    )
+    try:
+        reports = grade_notebooks(
+            args.notebooks, args.time_limit, jobs=args.jobs, kernel_name=args.kernel, on_report=on_report
+        )
+    except KeyboardInterrupt:
+        print("\ngrading interrupted: every grading process and kernel is stopped; no report written")
+        return 130
     print()
     print(format_table(reports))
     print()

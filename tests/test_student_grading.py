@@ -313,3 +313,45 @@ def test_check_signs_its_record_and_the_grader_verifies_exactly_that(monkeypatch
     monkeypatch.setattr(checks, "_RUN_KEY", b"")  # outside grading: no signature at all
     check("1.equal-scores", [1, 2])
     assert "sig" not in shown[1][RESULT_KEY]
+
+
+def _wait_for(condition, what: str, limit_s: float = 300.0) -> None:
+    import time
+
+    deadline = time.monotonic() + limit_s
+    while not condition():
+        assert time.monotonic() < deadline, f"never saw {what}"
+        time.sleep(0.2)
+
+
+def test_an_interrupted_batch_leaves_no_grading_process_or_kernel_behind(tmp_path):
+    """What Ctrl-C does (grade_notebooks calls stop_grading on any interrupt): the grading
+    processes sit in sessions of their own, so the terminal's signal would not reach them."""
+    import threading
+
+    path = _write(tmp_path / "kai" / "ch.ipynb", SOLVED[0], "while True:\n    pass")
+    reports = []
+    batch = threading.Thread(target=lambda: reports.extend(student.grade_notebooks([path], 600, jobs=1)))
+    batch.start()
+
+    def looping() -> list[dict]:
+        running = list(student._RUNNING.values())
+        events = student._read_events(running[0]) if running else []
+        return events if any(event.get("start") == 3 for event in events) else []
+
+    _wait_for(looping, "the loop's cell start")
+    kernel = next(event for event in looping() if "kernel" in event)
+    student.stop_grading()
+    batch.join()
+    assert reports[0].problems == ["grading process killed by SIGKILL in cell 4"]
+    assert reports[0].exercises == {"1.equal-scores": "correct"}
+
+    def gone(pgid: int) -> bool:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    _wait_for(lambda: gone(kernel["pgid"]), "the kernel's process group end")
+    assert student._RUNNING == {} and not student._STOPPING.is_set()  # the next batch grades as usual
