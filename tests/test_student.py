@@ -125,12 +125,12 @@ def test_batch_grading_survives_loops_dead_kernels_and_syntax_errors(tmp_path, c
     (tmp_path / "e_broken" / "ch.ipynb").write_text("{not json")
     notebooks.append(tmp_path / "e_broken" / "ch.ipynb")
     out = tmp_path / "grades.json"
-    args = ["grade", *map(str, notebooks), "--time-limit", "15", "--json", str(out)]
+    args = ["grade", *map(str, notebooks), "--time-limit", "8", "--json", str(out)]
     assert student.main(args) == 0
     printed = capsys.readouterr().out
     graded = {row["student"]: row for row in json.loads(out.read_text())}
     assert list(graded) == ["a_loop", "b_dies", "c_syntax", "d_fine", "e_broken"]
-    assert graded["a_loop"]["problems"] == ["timed out in cell 4 (15 s for the notebook)"]
+    assert graded["a_loop"]["problems"] == ["timed out in cell 4 (8 s for the notebook)"]
     assert graded["a_loop"]["exercises"] == {"1.equal-scores": "correct"}
     assert graded["b_dies"]["problems"] == ["kernel died in cell 4"]
     assert graded["b_dies"]["exercises"] == {"1.equal-scores": "incorrect"}
