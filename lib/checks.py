@@ -308,15 +308,58 @@ def _current_cell() -> int | None:
 
 
 def _show(result: CheckResult) -> None:
+    """Show the result; in a kernel, with the record lib.student grades under RESULT_KEY:
+    which exercise, its status, the cell (its execution count, and the id of the request
+    that ran it), which known wrong answer fired and what the learner was told, signed with
+    the grader's key for this run (see ``record_signature``)."""
     shell = _kernel_shell()
     if shell is not None:
         from IPython.display import display
 
-        record = {RESULT_KEY: {"id": result.exercise_id, "status": result.status}}
-        display(result._mime_bundle(), raw=True, metadata=record)
-        result._shown_in_cell = _current_cell()
+        cell = _current_cell()
+        parent = getattr(shell, "parent_header", None) or {}
+        record = {
+            "id": result.exercise_id,
+            "status": result.status,
+            "cell": cell,
+            "request": str(parent.get("header", {}).get("msg_id", "")),
+            "mistake": getattr(result, "mistake", ""),
+            "message": result.message,
+            "feedback": result.feedback,
+            "hint": result.hint,
+        }
+        if _RUN_KEY:
+            record["sig"] = record_signature(record, _RUN_KEY)
+        display(result._mime_bundle(), raw=True, metadata={RESULT_KEY: record})
+        result._shown_in_cell = cell
     else:
         print(result)
+
+
+RUN_KEY_ENV = "LIB_CHECKS_RUN_KEY"  # lib.student grade hands each kernel a fresh key through this variable
+
+
+def _take_run_key() -> bytes:
+    """The grader's key for this run, read once, at import, and removed from the environment
+    (so that the learner's code and the processes it starts do not find it there). Empty
+    outside grading: the records are then unsigned, and a grader counts none of them."""
+    import os
+
+    return os.environ.pop(RUN_KEY_ENV, "").encode()
+
+
+_RUN_KEY = _take_run_key()
+
+
+def record_signature(record: dict, key: bytes) -> str:
+    """HMAC-SHA256 of every field of a result record but "sig", under ``key``: the grader,
+    which made the key, recomputes it to know a record came from check() in its run."""
+    import hashlib
+    import hmac
+
+    fields = {name: value for name, value in record.items() if name != "sig"}
+    text = json.dumps(fields, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
 
 
 def static_page_data() -> list[dict]:
