@@ -10,7 +10,8 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 from lib import student
 from lib.student import BEGIN, defined_names, grade_notebook, make_student_copy, strip_solutions
 
-CHAPTERS = sorted(Path(__file__).parent.parent.joinpath("chapters").glob("*.ipynb"))
+# Chapters only: an appendix (appendix_*.ipynb) has no exercises.
+CHAPTERS = sorted(Path(__file__).parent.parent.joinpath("chapters").glob("[0-9][0-9]_*.ipynb"))
 
 
 def test_defined_names():
