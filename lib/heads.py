@@ -4,6 +4,13 @@ The machinery is ``lib.attention.MultiHeadAttention``; this module holds the cha
 demonstrations, so that the notebook's cells stay a few lines long:
 
 * ``shape_table`` and ``reshape_steps`` record the shapes of a real forward pass;
+  ``projection_shape_table`` does the same for hand-built projections, where
+  d_k, d_v and d/h may all differ (``MultiHeadAttention`` keeps d_k = d_v = d/h);
+* ``two_relationships`` shows why several heads: one softmax split between two keys
+  reads their average, two heads each read one key sharply;
+* ``head_cost_table`` counts parameters and FLOPs (measured by torch's FlopCounterMode)
+  for h heads of width d/h, and ``fused_vs_plain`` compares the two paths of
+  ``MultiHeadAttention`` in outputs and gradients;
 * ``toy_sentence_heads`` builds four heads by hand, each reading a different pattern, and
   ``plot_head_weights`` draws their weights;
 * ``kv_parameter_table`` counts the k/v projections of MHA, GQA and MQA;
@@ -25,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from matplotlib.figure import Figure
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
 
 from lib.attention import MultiHeadAttention, attention
 
@@ -55,6 +63,53 @@ def shape_table(module: MultiHeadAttention, x: torch.Tensor, context: torch.Tens
         ShapeRow("per-head output", tuple(heads.shape), "weighted value reads, B × h × N × d_v"),
         ShapeRow("concatenated", tuple(merged.shape), "heads side by side, B × N × (h d_v)"),
         ShapeRow("W_O", tuple(module.out_proj.weight.T.shape), "output projection, (h d_v) × d"),
+        ShapeRow("output", tuple(out.shape), "back to the model width, B × N × d"),
+    ]
+
+
+def projection_shape_table(
+    x: torch.Tensor,
+    context: torch.Tensor,
+    w_q: torch.Tensor,
+    w_k: torch.Tensor,
+    w_v: torch.Tensor,
+    w_o: torch.Tensor,
+    n_heads: int,
+) -> list[ShapeRow]:
+    """Chapter 2's shape table for projection matrices given in the formulas' orientation
+    (X W): w_q (C, H·D), w_k (C, H·D), w_v (C, H·Dv), w_o (H·Dv, C). Queries come from x
+    (B, N, C), keys and values from context (B, M, C)."""
+    for name, w, rows in (("w_q", w_q, x.shape[-1]), ("w_k", w_k, x.shape[-1]), ("w_v", w_v, x.shape[-1])):
+        if w.ndim != 2 or w.shape[0] != rows or w.shape[1] % n_heads:
+            raise ValueError(
+                f"{name} must be (d, h·width) with d = {rows} and h = {n_heads} dividing the width, "
+                f"got {tuple(w.shape)}"
+            )
+    if w_q.shape[1] != w_k.shape[1]:
+        raise ValueError(f"queries and keys must share d_k: w_q {tuple(w_q.shape)}, w_k {tuple(w_k.shape)}")
+    if w_o.shape != (w_v.shape[1], x.shape[-1]):
+        raise ValueError(f"w_o must be (h·d_v, d) = {(w_v.shape[1], x.shape[-1])}, got {tuple(w_o.shape)}")
+
+    def split(t: torch.Tensor) -> torch.Tensor:  # (B, T, H·width) -> (B, H, T, width)
+        batch, tokens, width = t.shape
+        return t.view(batch, tokens, n_heads, width // n_heads).transpose(1, 2)
+
+    with torch.no_grad():
+        q, k, v = split(x @ w_q), split(context @ w_k), split(context @ w_v)  # (B, H, N, D), (B, H, M, D|Dv)
+        heads, weights = attention(q, k, v, return_weights=True)  # (B, H, N, Dv), (B, H, N, M)
+        merged = MultiHeadAttention.merge_heads(heads)  # (B, N, H·Dv)
+        out = merged @ w_o  # (B, N, C)
+    return [
+        ShapeRow("W_Q", tuple(w_q.shape), "query projection, d × (h d_k)"),
+        ShapeRow("W_K", tuple(w_k.shape), "key projection, d × (h_kv d_k)"),
+        ShapeRow("W_V", tuple(w_v.shape), "value projection, d × (h_kv d_v)"),
+        ShapeRow("Q", tuple(q.shape), "queries, B × h × N × d_k"),
+        ShapeRow("K", tuple(k.shape), "keys, B × h_kv × M × d_k"),
+        ShapeRow("V", tuple(v.shape), "values, B × h_kv × M × d_v"),
+        ShapeRow("scores / weights", tuple(weights.shape), "one distribution per query/head, B × h × N × M"),
+        ShapeRow("per-head output", tuple(heads.shape), "weighted value reads, B × h × N × d_v"),
+        ShapeRow("concatenated", tuple(merged.shape), "heads side by side, B × N × (h d_v)"),
+        ShapeRow("W_O", tuple(w_o.shape), "output projection, (h d_v) × d"),
         ShapeRow("output", tuple(out.shape), "back to the model width, B × N × d"),
     ]
 
@@ -150,12 +205,13 @@ def plot_head_weights(
     """One heatmap per head: rows are queries, columns keys, colour the weight (0 to 1)."""
     key_tokens = query_tokens if key_tokens is None else key_tokens
     n_heads = weights.shape[0]
-    fig, axes = plt.subplots(1, n_heads, figsize=(2.6 * n_heads + 0.8, 3.0), layout="constrained", squeeze=False)
+    width = min(8.0, 1.9 * n_heads + 0.8)  # page width: about 8 inches at most
+    fig, axes = plt.subplots(1, n_heads, figsize=(width, 3.4), layout="constrained", squeeze=False)
     for head, ax in enumerate(axes[0]):
         image = ax.imshow(weights[head].numpy(), vmin=0.0, vmax=1.0, cmap="viridis")
         ax.set_xticks(range(len(key_tokens)), key_tokens, rotation=90)
         ax.set_yticks(range(len(query_tokens)), query_tokens if head == 0 else [])
-        ax.set_title(f"head {head}" + (f": {titles[head]}" if titles else ""), fontsize=9)
+        ax.set_title(f"head {head}" + (f":\n{titles[head]}" if titles else ""), fontsize=10)
         ax.set_xlabel("key token")
         if head == 0:
             ax.set_ylabel("query token")
@@ -214,6 +270,8 @@ class PrecisionRow:
     ours_error: float  # max |attention - float64 reference|
     sdpa_error: float  # max |SDPA - float64 reference|
     tolerance: float
+    largest_output: float  # max |float64 reference|: the size the errors are measured against
+    mean_output: float  # mean |float64 reference|
 
     @property
     def within(self) -> bool:
@@ -244,6 +302,112 @@ def precision_comparison(
                 (ours - exact).abs().max().item(),
                 (sdpa - exact).abs().max().item(),
                 tolerance,
+                exact.abs().max().item(),
+                exact.abs().mean().item(),
             )
         )
     return rows
+
+
+# --- why several heads, and why each is d/h wide ------------------------------------------
+
+
+@dataclass(frozen=True)
+class TwoRelationships:
+    keys: torch.Tensor  # (M, D): one-hot positions, the same keys for both readings
+    values: torch.Tensor  # (M, Dv): each token's content, written twice ([c, c])
+    query: torch.Tensor  # (D,): asks for position 0 ("first token") and position 2 ("previous")
+    one_head_weights: torch.Tensor  # (M,): one softmax over the whole width
+    one_head_output: torch.Tensor  # (Dv,)
+    two_head_weights: torch.Tensor  # (2, M): the same query and keys cut into two heads of D/2
+    two_head_output: torch.Tensor  # (Dv,): the two heads' outputs, concatenated
+
+
+def two_relationships(gain: float = 8.0) -> TwoRelationships:
+    """One query that needs two tokens: position 0 and position 2 of four.
+
+    The query is ``gain·√2`` at features 0 and 2 of a width-4 query; the keys are one-hot
+    positions. Read as one head of width 4, one softmax must share its weight between
+    the two keys, and the output is (nearly) the average of their contents. Cut into two
+    heads of width 2 (features 0-1 and 2-3, the split ``MultiHeadAttention`` makes), each
+    head sees one of the two keys and reads it sharply; the concatenation keeps both.
+    """
+    keys = torch.eye(4, dtype=torch.float64)  # (M=4, D=4): key j is position j
+    content = torch.tensor([[2.0, 0.0], [1.0, 1.0], [0.0, 2.0], [1.0, -1.0]], dtype=torch.float64)  # (M, 2)
+    values = torch.cat([content, content], dim=-1)  # (M, Dv=4): head 0 and head 1 each get a copy
+    query = torch.zeros(4, dtype=torch.float64)  # (D,)
+    query[0] = query[2] = gain * 2**0.5  # first token and previous token
+    one_out, one_w = attention(query[None], keys, values, return_weights=True)  # (1, Dv), (1, M)
+
+    def heads(t: torch.Tensor) -> torch.Tensor:  # (T, 4) -> (2, T, 2): features 0-1, then 2-3
+        return t.view(t.shape[0], 2, 2).transpose(0, 1)
+
+    two_out, two_w = attention(heads(query[None]), heads(keys), heads(values), return_weights=True)  # (2, 1, 2)
+    return TwoRelationships(
+        keys,
+        values,
+        query,
+        one_w[0],
+        one_out[0],
+        two_w[:, 0],
+        two_out[:, 0].reshape(-1),  # (Dv,): head 0's 2 features, then head 1's
+    )
+
+
+@dataclass(frozen=True)
+class HeadCost:
+    n_heads: int
+    head_dim: int  # d / h
+    parameters: int  # all four projections, biases included
+    flops: int  # one forward pass, counted by torch.utils.flop_counter (matrix products)
+
+
+def head_cost_table(
+    d_model: int = 48, heads: tuple[int, ...] = (1, 2, 4, 8), batch: int = 2, tokens: int = 5
+) -> list[HeadCost]:
+    """Parameters and FLOPs of ``MultiHeadAttention(d_model, h)`` for each h: the same for all.
+
+    The projections are d × d whatever h is (h heads of width d/h); the scores cost
+    h · N · M · (d/h) multiply-adds, again independent of h. The FLOPs are measured on the
+    plain path (``fused=False``), whose matrix products torch's counter sees one by one.
+    """
+    x = torch.zeros(batch, tokens, d_model)  # (B, N, C)
+    rows = []
+    for n_heads in heads:
+        module = MultiHeadAttention(d_model, n_heads, fused=False).eval()
+        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+            module(x)
+        params = sum(p.numel() for p in module.parameters())
+        rows.append(HeadCost(n_heads, module.head_dim, params, counter.get_total_flops()))
+    return rows
+
+
+@dataclass(frozen=True)
+class FusedVsPlain:
+    output_diff: float  # max |fused - plain| over the outputs
+    input_grad_diff: float  # max |∂loss/∂x, fused - plain|
+    weight_grad_diff: float  # max over every parameter of max |∂loss/∂w, fused - plain|
+
+
+def fused_vs_plain(module: MultiHeadAttention, x: torch.Tensor, *, is_causal: bool = True) -> FusedVsPlain:
+    """Run ``module`` through SDPA and through the plain ``attention`` on the same x, and
+    compare outputs and the gradients of a fixed random loss, (output · r).sum()."""
+    was_fused = module.fused
+    results = []
+    for fused in (True, False):
+        module.fused = fused
+        module.zero_grad()
+        x_in = x.detach().clone().requires_grad_(True)
+        out = module(x_in, is_causal=is_causal)  # (B, N, C)
+        weight = torch.randn(out.shape, generator=torch.Generator().manual_seed(0))  # the loss's direction
+        (out * weight).sum().backward()
+        grads = [p.grad.detach().clone() for p in module.parameters()]
+        results.append((out.detach(), x_in.grad.detach(), grads))
+    module.fused = was_fused
+    module.zero_grad()
+    (out_a, gx_a, gw_a), (out_b, gx_b, gw_b) = results
+    return FusedVsPlain(
+        (out_a - out_b).abs().max().item(),
+        (gx_a - gx_b).abs().max().item(),
+        max((a - b).abs().max().item() for a, b in zip(gw_a, gw_b, strict=True)),
+    )

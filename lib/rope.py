@@ -276,3 +276,32 @@ class LearnedPositions(nn.Module):
 
     def extra_repr(self) -> str:
         return f"max_len={self.max_len}, dim={self.dim}"
+
+
+# --- checkpoint layouts ----------------------------------------------------------------------
+
+
+def interleaved_to_half(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """Reorder a query or key projection trained for the interleaved layout so that the half
+    layout computes the same scores: what Hugging Face's LLaMA converter does to W_q and W_k.
+
+    ``weight`` is an ``nn.Linear`` weight, (H·D, C): head h's output features are rows
+    h·D .. h·D + D - 1. Within each head the rows are put in the order 0, 2, 4, ..., D-2,
+    1, 3, ..., D-1 (evens first, then odds), so the pair (2i, 2i+1) that Meta's reference
+    code rotates lands on (i, i + D/2), the pair ``rotate_half`` rotates. The query and the
+    key of a head are reordered alike, so their dot products are unchanged; the values and
+    the output projection need nothing.
+    """
+    if not isinstance(weight, torch.Tensor) or weight.ndim != 2:
+        raise ValueError(f"weight must be a 2-D (H·D, C) tensor, got {getattr(weight, 'shape', type(weight))}")
+    if isinstance(n_heads, bool) or not isinstance(n_heads, numbers.Integral) or n_heads < 1:
+        raise ValueError(f"n_heads must be a positive integer, got {n_heads!r}")
+    rows, columns = weight.shape
+    if rows % n_heads or (rows // n_heads) % 2:
+        raise ValueError(
+            f"weight has {rows} rows, which must be n_heads={n_heads} heads of an even width D (weight: {tuple(weight.shape)})"
+        )
+    head_dim = rows // n_heads
+    # (H, D/2, 2, C): row 2i + j of a head is [i, j]; swapping the two middle axes lists the
+    # j = 0 rows (evens) first, then the j = 1 rows (odds).
+    return weight.reshape(n_heads, head_dim // 2, 2, columns).transpose(1, 2).reshape(rows, columns)  # (H·D, C)

@@ -115,7 +115,7 @@ def score_spread(
 
 def plot_variance(rows: list[VarianceRow]) -> Figure:
     """Var(q·k) and Var(q·k/√d_k) against d_k, on log-log axes."""
-    fig, ax = plt.subplots(figsize=(6, 3.6), layout="constrained")
+    fig, ax = plt.subplots(figsize=(7, 3.8), layout="constrained")
     d_ks = [row.d_k for row in rows]
     # The predictions first, as wide pale bands, so that the measured points on top of
     # them do not hide them: Var(q·k) = d_k, and 1 after scaling.
@@ -133,7 +133,7 @@ def plot_variance(rows: list[VarianceRow]) -> Figure:
 
 def plot_saturation(rows: list[SaturationRow]) -> Figure:
     """Top weight and the largest softmax derivative against the score gap."""
-    fig, ax = plt.subplots(figsize=(6, 3.6), layout="constrained")
+    fig, ax = plt.subplots(figsize=(7, 3.8), layout="constrained")
     gaps = [row.gap for row in rows]
     ax.plot(gaps, [row.top_weight for row in rows], "o-", label="weight on the top key")
     ax.plot(gaps, [row.max_gradient for row in rows], "s-", label="largest |∂ weight / ∂ score|")

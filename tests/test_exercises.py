@@ -67,7 +67,7 @@ def test_chapter_1_answers_agree_with_lib_attention():
         "1.masked-read": attention(
             torch.tensor([[0.0, 2.0]]), torch.eye(2), VALS, torch.tensor([[True, False]]), scale=1.0
         )[0],
-        "1.causal-alignment": torch.stack(
+        "2.causal-alignment": torch.stack(
             [
                 _allowed_keys(lambda q, k, v: attention(q, k, v, is_causal=True)),
                 _allowed_keys(lambda q, k, v: sdpa(q, k, v, is_causal=True)),

@@ -1,6 +1,7 @@
 """lib.heads: chapter 2's shape table, hand-built heads and precision comparison."""
 
 import matplotlib
+import pytest
 import torch
 from torch import nn
 
@@ -86,3 +87,77 @@ def test_sdpa_backends_always_offer_the_math_fallback():
     assert verdicts["math"] is True
     if not torch.cuda.is_available():
         assert verdicts["efficient_attention"] is False and verdicts["cudnn_attention"] is False
+
+
+def test_projection_shape_table_tells_every_letter_apart():
+    from lib.heads import projection_shape_table
+
+    batch, n, m, d, h, d_k, d_v = 2, 3, 7, 20, 4, 6, 8
+    gen = torch.Generator().manual_seed(0)
+    x, context = torch.randn(batch, n, d, generator=gen), torch.randn(batch, m, d, generator=gen)
+    w_q, w_k = torch.randn(d, h * d_k, generator=gen), torch.randn(d, h * d_k, generator=gen)
+    w_v, w_o = torch.randn(d, h * d_v, generator=gen), torch.randn(h * d_v, d, generator=gen)
+    rows = {row.name: row.shape for row in projection_shape_table(x, context, w_q, w_k, w_v, w_o, h)}
+    assert rows["Q"] == (batch, h, n, d_k) and rows["K"] == (batch, h, m, d_k) and rows["V"] == (batch, h, m, d_v)
+    assert rows["scores / weights"] == (batch, h, n, m) and rows["per-head output"] == (batch, h, n, d_v)
+    assert rows["concatenated"] == (batch, n, h * d_v) and rows["W_O"] == (h * d_v, d)
+    assert rows["output"] == (batch, n, d)
+    with pytest.raises(ValueError, match="share d_k"):
+        projection_shape_table(x, context, w_q, w_v, w_v, w_o, h)
+
+
+def test_module_shape_table_agrees_with_the_projection_table():
+    from lib.heads import projection_shape_table
+
+    module = MultiHeadAttention(24, 4)
+    x, context = torch.randn(2, 3, 24), torch.randn(2, 5, 24)
+    weights = [p.weight.T for p in (module.q_proj, module.k_proj, module.v_proj, module.out_proj)]
+    assert shape_table(module, x, context) == projection_shape_table(x, context, *weights, 4)
+
+
+def test_two_relationships_one_head_averages_two_heads_read_sharply():
+    import torch.nn.functional as F
+
+    from lib.heads import two_relationships
+
+    r = two_relationships(gain=8.0)
+    # one head: the query meets keys 0 and 2 equally, scores q·k / √4
+    expected = torch.softmax(r.keys @ r.query / 2.0, dim=-1)
+    torch.testing.assert_close(r.one_head_weights, expected)
+    assert abs(r.one_head_weights[0] - r.one_head_weights[2]) < 1e-12 and r.one_head_weights[0] < 0.5
+    torch.testing.assert_close(r.one_head_output[:2], (r.values[0, :2] + r.values[2, :2]) / 2, atol=0.01, rtol=0)
+    # two heads: the same vectors cut in half, read by torch's SDPA
+    q, k, v = (t.view(t.shape[0], 2, 2).transpose(0, 1) for t in (r.query[None], r.keys, r.values))
+    sdpa = F.scaled_dot_product_attention(q, k, v)  # (2, 1, 2)
+    torch.testing.assert_close(r.two_head_output, sdpa[:, 0].reshape(-1))
+    assert r.two_head_weights[0, 0] > 0.99 and r.two_head_weights[1, 2] > 0.99
+    torch.testing.assert_close(r.two_head_output, torch.cat([r.values[0, :2], r.values[2, 2:]]), atol=0.01, rtol=0)
+
+
+def test_head_cost_is_the_same_for_every_head_count():
+    from lib.heads import head_cost_table
+
+    d, batch, tokens = 48, 2, 5
+    rows = head_cost_table(d, heads=(1, 3, 8), batch=batch, tokens=tokens)
+    assert [row.head_dim for row in rows] == [48, 16, 6]
+    assert {row.parameters for row in rows} == {4 * (d * d + d)}
+    # four d × d projections per token, plus Q Kᵀ and weights @ V: 2 FLOPs per multiply-add
+    expected = 2 * batch * tokens * 4 * d * d + 2 * 2 * batch * tokens * tokens * d
+    assert {row.flops for row in rows} == {expected}
+
+
+def test_fused_and_plain_agree_in_outputs_and_gradients():
+    from lib.heads import fused_vs_plain
+
+    torch.manual_seed(0)
+    module = MultiHeadAttention(32, 4)
+    result = fused_vs_plain(module, torch.randn(2, 6, 32))
+    assert module.fused is True
+    assert result.output_diff < 1e-5 and result.input_grad_diff < 1e-5 and result.weight_grad_diff < 1e-5
+    assert all(p.grad is None or not p.grad.any() for p in module.parameters())
+
+
+def test_precision_rows_report_the_size_of_the_outputs():
+    rows = precision_comparison(tokens=16, head_dim=8)
+    assert len({row.largest_output for row in rows}) == 1
+    assert 0 < rows[0].mean_output <= rows[0].largest_output

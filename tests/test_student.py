@@ -11,7 +11,8 @@ from lib import student
 from lib.checks import check
 from lib.student import BEGIN, defined_names, grade_notebook, make_student_copy, strip_solutions
 
-CHAPTERS = sorted(Path(__file__).parent.parent.joinpath("chapters").glob("*.ipynb"))
+# Chapters only: an appendix (appendix_*.ipynb) has no exercises.
+CHAPTERS = sorted(Path(__file__).parent.parent.joinpath("chapters").glob("[0-9][0-9]_*.ipynb"))
 
 
 def test_defined_names():

@@ -85,6 +85,12 @@ CHAPTER_1 = (
                 "That is the output for q = [1, 0]. Doubling the query doubles its dot products, "
                 "so the scores, and with them the weights, change.",
             ),
+            WrongAnswer(
+                [2 * o for o in _OUTPUT],
+                "That is twice the worked example's output: what doubling the values gives, with the weights "
+                "unchanged. Doubling the query acts earlier, on the scores: they double to [√2, 0], the "
+                "softmax sharpens, and the output moves toward v1 instead of growing.",
+            ),
             WrongAnswer([_LONG_W1, _LONG_W2], "Those are the weights. The question asks for the output, Σ wᵢ vᵢ."),
             WrongAnswer(
                 [2 * math.sqrt(2), 0.0],
@@ -141,48 +147,6 @@ CHAPTER_1 = (
                 "(or you read the best match and ignored the mask).",
             ),
         ),
-    ),
-    ValueExercise(
-        id="1.causal-alignment",
-        question=(
-            "One query (N = 1) reads three keys (M = 3) with a causal mask. Which keys may it read, "
-            "as 1 (may read) or 0 (may not) per key: first under the book's is_causal=True, then "
-            "under torch's scaled_dot_product_attention(is_causal=True)? Answer [[book], [SDPA]]."
-        ),
-        expected=[[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]],
-        explanation=(
-            "The book aligns bottom-right: the lone query is the newest token, at position M - N = 2, and "
-            "reads keys 0, 1, 2. SDPA aligns top-left: its query 0 sits at position 0 and reads key 0 only."
-        ),
-        hints=("Where does each convention put query 0: at position M - N + 0, or at position 0?",),
-        wrong_answers=(
-            WrongAnswer(
-                [[1.0, 0.0, 0.0], [1.0, 1.0, 1.0]],
-                "You swapped the two conventions: the book aligns bottom-right (the query is the last "
-                "position), SDPA top-left (the query is position 0).",
-            ),
-            WrongAnswer(
-                [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]],
-                "The book's answer is right, but SDPA aligns top-left when N ≠ M: its query 0 sits at "
-                "position 0 and may read key 0 only.",
-            ),
-            WrongAnswer(
-                [[1.0, 0.0, 0.0], [1.0, 0.0, 0.0]],
-                "SDPA's answer is right, but the book aligns bottom-right: the lone query is the newest "
-                "token, at position M - N = 2, so it reads all three keys.",
-            ),
-            WrongAnswer(
-                [[0.0, 0.0, 0.0], [0.0, 1.0, 1.0]],
-                "The polarity is flipped: you marked the keys the query may NOT read. Here, as in SDPA's "
-                "boolean masks, 1 (True) means 'may read'.",
-            ),
-            WrongAnswer(
-                [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]],
-                "A causal query reads every key up to and including its own position, not only its own: "
-                "at position 2 that is keys 0, 1 and 2.",
-            ),
-        ),
-        atol=0.1,
     ),
     ValueExercise(
         id="1.new-values",

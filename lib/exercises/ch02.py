@@ -125,10 +125,72 @@ CHAPTER_2 = (
             ),
             WrongAnswer(
                 [1, 1, 1, 1, 1, 1, 1],
-                "That is the last query's row. The second new query sits at position 5 and may not read key 6.",
+                "That is the last new query's row (or you counted the new queries from 1: 7 - 3 + 2 = 6). "
+                "Counting from 0, the second new query is i = 1, at position 5, and may not read key 6.",
+            ),
+            WrongAnswer(
+                [1, 1, 1, 1, 1, 0, 0],
+                "Off by one: that is the first new query's row, position 4. The second new query is i = 1, "
+                "at position M - N + i = 5, and reads itself too.",
+            ),
+            WrongAnswer(
+                [0, 0, 0, 0, 1, 1, 0],
+                "You let the query read only the new tokens. The cached keys are the past of every new "
+                "token: a causal query reads the whole cache before it, then the new tokens up to itself.",
+            ),
+            WrongAnswer(
+                [1, 1, 1, 1, 0, 0, 0],
+                "You let the query read only the cached keys. The cache holds the 3 new tokens' keys too, "
+                "and a causal query reads every key up to its own position, itself included.",
+            ),
+            WrongAnswer(
+                [0, 0, 0, 0, 0, 1, 0],
+                "A causal query reads every key up to and including its own position, not only its own key.",
             ),
         ),
         atol=0.0,
+    ),
+    ValueExercise(
+        id="2.causal-alignment",
+        question=(
+            "One query (N = 1) reads three keys (M = 3) with a causal mask. Which keys may it read, "
+            "as 1 (may read) or 0 (may not) per key: first under the book's is_causal=True, then "
+            "under torch's scaled_dot_product_attention(is_causal=True)? Answer [[book], [SDPA]]."
+        ),
+        expected=[[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]],
+        explanation=(
+            "The book aligns bottom-right: the lone query is the newest token, at position M - N = 2, and "
+            "reads keys 0, 1, 2. SDPA aligns top-left: its query 0 sits at position 0 and reads key 0 only."
+        ),
+        hints=("Where does each convention put query 0: at position M - N + 0, or at position 0?",),
+        wrong_answers=(
+            WrongAnswer(
+                [[1.0, 0.0, 0.0], [1.0, 1.0, 1.0]],
+                "You swapped the two conventions: the book aligns bottom-right (the query is the last "
+                "position), SDPA top-left (the query is position 0).",
+            ),
+            WrongAnswer(
+                [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]],
+                "The book's answer is right, but SDPA aligns top-left when N ≠ M: its query 0 sits at "
+                "position 0 and may read key 0 only.",
+            ),
+            WrongAnswer(
+                [[1.0, 0.0, 0.0], [1.0, 0.0, 0.0]],
+                "SDPA's answer is right, but the book aligns bottom-right: the lone query is the newest "
+                "token, at position M - N = 2, so it reads all three keys.",
+            ),
+            WrongAnswer(
+                [[0.0, 0.0, 0.0], [0.0, 1.0, 1.0]],
+                "The polarity is flipped: you marked the keys the query may NOT read. Here, as in SDPA's "
+                "boolean masks, 1 (True) means 'may read'.",
+            ),
+            WrongAnswer(
+                [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]],
+                "A causal query reads every key up to and including its own position, not only its own: "
+                "at position 2 that is keys 0, 1 and 2.",
+            ),
+        ),
+        whole=True,
     ),
     ValueExercise(
         id="2.gqa-kv-params",
@@ -211,6 +273,11 @@ def _merge_without_transpose(x):
     return x.reshape(batch, tokens, heads * width)
 
 
+def _merge_swapped_tokens_and_features(x):
+    batch, heads, tokens, width = x.shape
+    return x.transpose(2, 3).reshape(batch, tokens, heads * width)
+
+
 def _merge_interleaved(x):
     batch, heads, tokens, width = x.shape
     return x.permute(0, 2, 3, 1).reshape(batch, tokens, heads * width)
@@ -245,6 +312,12 @@ CHAPTER_2_FUNCTIONS = (
             ),
         ),
         wrong_answers=(
+            WrongAnswer(
+                _merge_swapped_tokens_and_features,
+                "You transposed the token and feature axes (2 and 3): the shape fits, but each row now holds "
+                "features of several tokens. The axis to move is the head axis, 1, next to the features: "
+                "transpose(1, 2), then reshape.",
+            ),
             WrongAnswer(
                 _merge_without_transpose,
                 "You reshaped (B, h, N, d_v) straight to (B, N, h·d_v): the head axis was never moved, so "

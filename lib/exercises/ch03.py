@@ -34,6 +34,10 @@ _GAP_SCORE = -math.sin((_KN - _QM) * _THETA_GAP)  # -sin(π/3) ≈ -0.8660
 _ORDER = [2, 0, 3, 1]  # the permuted input is [x2, x0, x3, x1]
 _INVERSE = [_ORDER.index(i) for i in range(4)]  # [1, 3, 0, 2]
 
+# --- cross-attention ---------------------------------------------------------------------------
+# Source of 7 positions, the last one padding; 4 target tokens. Cross-attention has no causal mask.
+_CROSS_ROW = [1, 1, 1, 1, 1, 1, 0]
+
 # --- pair frequencies ------------------------------------------------------------------------
 # d_k = 128, base 500000 (LLaMA 3), pair i = 32: ω = 500000^(-2·32/128) = 500000^(-1/2).
 _OMEGA = 500000 ** (-2 * 32 / 128)
@@ -212,25 +216,43 @@ CHAPTER_3 = (
         atol=0.1,
     ),
     ValueExercise(
-        id="3.learned-last-position",
+        id="3.cross-attention-row",
         question=(
-            "A learned absolute position table was trained with max_len = 2048, positions counted from 0. "
-            "What is the largest position it holds a vector for?"
+            "A translation model's encoder reads a source of 7 positions, the last one padding; its "
+            "decoder has produced 4 target tokens. Which source positions may the cross-attention query "
+            "of target token 1 (counting from 0) read? Answer with seven numbers, 1 where it may read "
+            "and 0 where it may not."
         ),
-        expected=2047,
+        expected=_CROSS_ROW,
         explanation=(
-            "Rows 0..2047: position 2048 (max_len) has no row. The table needs a strategy beyond its "
-            "length (truncate, slide a window, extend and retrain); LearnedPositions raises instead."
+            "Cross-attention reads the encoder's outputs, the whole source, which is known before decoding "
+            "starts: no causal mask applies to it, only the source's padding. Every target query reads "
+            "source positions 0..5 and never the padding at 6."
         ),
-        hints=("A table of max_len rows indexed from 0.",),
+        hints=("Which sequence do the keys come from, and is any of it in the target's future?",),
         wrong_answers=(
             WrongAnswer(
-                2048,
-                "Position max_len is one past the end: the rows are 0..max_len-1, and a learned table has "
-                "nothing to offer beyond its last row.",
+                [1, 1, 0, 0, 0, 0, 0],
+                "That applies a causal mask (top-left: query i reads keys 0..i) to cross-attention. Causality "
+                "orders the target tokens among themselves; the source is read whole.",
+            ),
+            WrongAnswer(
+                [1, 1, 1, 1, 1, 0, 0],
+                "That applies a causal mask aligned bottom-right (query i at position M - N + i = 4). "
+                "Cross-attention has no causal mask: the source is known before decoding starts.",
+            ),
+            WrongAnswer(
+                [1, 1, 1, 1, 1, 1, 1],
+                "That reads the padding position too. The padding mask removes source position 6 as a key for "
+                "every query.",
+            ),
+            WrongAnswer(
+                [0, 0, 0, 0, 0, 0, 1],
+                "The polarity is flipped: you marked the positions it may NOT read. Here 1 (True) means "
+                "'may read', as in torch's scaled_dot_product_attention.",
             ),
         ),
-        atol=0.1,
+        whole=True,
     ),
     ValueExercise(
         id="3.pair-period",
@@ -304,6 +326,14 @@ CHAPTER_3_FUNCTIONS = (
                 lambda: (_case_x(2, 3, 4, 4, seed=3), _f64([5.0, 6.0, 7.0, 8.0]), _f64([1.0, 0.01])),
                 "Work on the last two axes, (..., N, d_k): positions index the second-to-last axis.",
             ),
+            Case(
+                "large positions",
+                lambda: (_case_x(3, 4, seed=4), _f64([100_003.0, 250_007.0, 999_983.0]), _f64([0.9, 0.0137])),
+                "Your formula passes every small case, so it is right; what fails is precision. At position "
+                "10⁶ a float32 angle is off by up to about 0.03 rad (float32 keeps 24 bits), and the "
+                "rotated vector with it. Compute positions[:, None] * freqs in float64, the dtype of "
+                "the inputs, and cast only the result.",
+            ),
         ),
         wrong_answers=(
             WrongAnswer(
@@ -319,8 +349,9 @@ CHAPTER_3_FUNCTIONS = (
             ),
             WrongAnswer(
                 lambda x, positions, freqs: apply_rope(x, positions, freqs=freqs, layout="half"),
-                "You paired coordinate i with i + d_k/2 (the GPT-NeoX/LLaMA 'half' layout). This exercise pairs "
-                "neighbours, 2i with 2i+1 (RoFormer, GPT-J). A checkpoint works only with its own layout.",
+                "You paired coordinate i with i + d_k/2 (the 'half' layout of GPT-NeoX and Hugging Face's LLaMA). This "
+                "exercise pairs neighbours, 2i with 2i+1 (RoFormer, GPT-J, Meta's LLaMA code). A checkpoint "
+                "works only with its own layout.",
             ),
             WrongAnswer(
                 lambda x, positions, freqs: apply_rope(
@@ -335,8 +366,10 @@ CHAPTER_3_FUNCTIONS = (
             "stack (even cos - odd sin, even sin + odd cos) on a new last axis and flatten it back."
         ),
         hints=("angles = positions[:, None] * freqs[None, :] has shape (N, d_k/2), one angle per token and pair.",),
-        atol=1e-8,
-        rtol=1e-8,
+        # Loose enough that float32 angles pass the small cases (their error there is ~1e-7), so a
+        # precision problem fails only the large-position case, whose feedback names it.
+        atol=1e-6,
+        rtol=1e-6,
     ),
 )
 
