@@ -79,7 +79,7 @@ CHAPTER_3 = (
                 "could read the tokens it is trained to predict.",
             ),
         ),
-        atol=0.1,
+        whole=True,
     ),
     ValueExercise(
         id="3.passes",
@@ -107,13 +107,14 @@ CHAPTER_3 = (
             ),
             WrongAnswer([9, 1], "Swapped: training is the parallel one, generation the sequential one."),
         ),
-        atol=0.1,
+        whole=True,
     ),
     ValueExercise(
         id="3.shifted-score",
         question=(
             "RoPE on one pair: q = k = [1, 0], frequency π/10 radians per position. The query sits at "
             "position 13 and the key at position 16. What is the score (R_m q)·(R_n k)?"
+            " Give it to 2 decimal places."
         ),
         expected=_SHIFTED,
         explanation=(
@@ -144,12 +145,14 @@ CHAPTER_3 = (
             ),
             WrongAnswer(1.0, "Without rotation q·k would be 1, but here the two are 3 positions apart."),
         ),
+        decimals=2,
     ),
     ValueExercise(
         id="3.gap-score",
         question=(
             "Now q = [1, 0] and k = [0, 1], frequency π/12 radians per position, the query at position 3 "
             "and the key at position 7. What is the score (R_m q)·(R_n k)?"
+            " Give it to 2 decimal places."
         ),
         expected=_GAP_SCORE,
         explanation=(
@@ -184,6 +187,7 @@ CHAPTER_3 = (
                 "You rotated only the query, by 3 steps. The key is rotated too, by 7; only the gap of 4 remains.",
             ),
         ),
+        decimals=2,
     ),
     ValueExercise(
         id="3.permuted-outputs",
@@ -209,7 +213,7 @@ CHAPTER_3 = (
                 "That is the inverse permutation. Row 0 holds x2's output, y2: the outputs follow the inputs.",
             ),
         ),
-        atol=0.1,
+        whole=True,
     ),
     ValueExercise(
         id="3.learned-last-position",
@@ -230,13 +234,14 @@ CHAPTER_3 = (
                 "nothing to offer beyond its last row.",
             ),
         ),
-        atol=0.1,
+        whole=True,
     ),
     ValueExercise(
         id="3.pair-period",
         question=(
             "A head of width d_k = 128 uses RoPE with base 500000 (as LLaMA 3 does). How many positions does "
             "pair i = 32 take to turn a full circle, 2π radians?"
+            " Give it to 1 decimal place."
         ),
         expected=_PERIOD,
         explanation=(
@@ -253,8 +258,7 @@ CHAPTER_3 = (
             WrongAnswer(2 * math.pi * 10000 ** (2 * 32 / 128), "That used base 10000; this model uses 500000."),
             WrongAnswer(_OMEGA, "That is the frequency ω in radians per position; the question asks for the period."),
         ),
-        atol=0.5,
-        rtol=1e-3,
+        decimals=1,
     ),
 )
 
@@ -337,6 +341,7 @@ CHAPTER_3_FUNCTIONS = (
         hints=("angles = positions[:, None] * freqs[None, :] has shape (N, d_k/2), one angle per token and pair.",),
         atol=1e-8,
         rtol=1e-8,
+        stands_for=("lib.rope.apply_rope", "lib.rope.rotate_pairs"),
     ),
 )
 
