@@ -525,10 +525,10 @@ def placeholder(exercise: ValueExercise) -> str:
         return f"one {kind}, e.g. {samples[0]}"
     count = f"{size} {kind}s" if kind.endswith("number") else f"{size} {kind.replace('number', 'numbers', 1)}"
     if len(shape) > 1:
-        count += f", row after row ({shape[0]} rows of {int(np.prod(shape[1:]))})"
+        return f"{count}, row after row ({shape[0]} rows of {int(np.prod(shape[1:]))})"
     if size <= 4:
         return f"{count}, e.g. {', '.join((samples * 2)[:size])}"
-    return f"{count}, separated by commas or spaces"
+    return f"{count}, separated by spaces or commas"
 
 
 def static_page_data() -> list[dict]:
