@@ -299,7 +299,8 @@ def interleaved_to_half(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
     rows, columns = weight.shape
     if rows % n_heads or (rows // n_heads) % 2:
         raise ValueError(
-            f"weight has {rows} rows, which must be n_heads={n_heads} heads of an even width D (weight: {tuple(weight.shape)})"
+            f"weight has {rows} rows, which must be n_heads={n_heads} heads of an even width D "
+            f"(weight: {tuple(weight.shape)})"
         )
     head_dim = rows // n_heads
     # (H, D/2, 2, C): row 2i + j of a head is [i, j]; swapping the two middle axes lists the

@@ -1,5 +1,6 @@
 // Grades the value exercises in the static book, with no kernel: the same data and the same
-// rules as lib/checks.py (window.BOOK_EXERCISES comes from `python -m lib.checks --export-js`).
+// rules as lib/checks.py (window.BOOK_EXERCISES comes from `python -m lib.checks --export-js`,
+// with the grader's own tolerance: whole answers, stated decimals, the feedback of each rule).
 // A page asks for one with <div class="check-yourself" data-exercise="1.equal-scores"></div>.
 (function () {
   "use strict";
@@ -8,41 +9,74 @@
     return Array.isArray(value) ? value.flatMap(flatten) : [value];
   }
 
-  // "[1, 2]", "1 2", "(1,2)", "64" -> [1, 2] / [64]; null when something is not a number.
-  function parseNumbers(text) {
-    const parts = text.replace(/[\[\]()]/g, " ").split(/[\s,;]+/).filter((p) => p.length > 0);
+  // One number as people type it: "0.5", "-8" or "−8" (the Unicode minus the text uses), "8/3".
+  function parseOne(part) {
+    const fraction = /^([^/]+)\/([^/]+)$/.exec(part);
+    if (fraction) {
+      const top = Number(fraction[1]);
+      const bottom = Number(fraction[2]);
+      return Number.isNaN(top) || Number.isNaN(bottom) ? NaN : top / bottom;
+    }
+    return Number(part);
+  }
+
+  // "[1, 2]", "1 2", "(1,2)", "1;2", "64", "8/3", "−8" -> numbers; null when something is not a
+  // number. When one number is expected (single), "146,240" reads as 146240: a comma between
+  // groups of exactly three digits is a thousands separator there, and a list needs more than one.
+  function parseNumbers(text, single) {
+    let cleaned = text.replace(/\u2212/g, "-").replace(/\s*\/\s*/g, "/").trim();
+    const bare = cleaned.replace(/[\[\]()]/g, "").trim();
+    if (single && /^[+-]?\d{1,3}(,\d{3})+(\.\d+)?$/.test(bare)) cleaned = bare.replace(/,/g, "");
+    const parts = cleaned.replace(/[\[\]()]/g, " ").split(/[\s,;]+/).filter((p) => p.length > 0);
     if (parts.length === 0) return null;
-    const numbers = parts.map(Number);
+    const numbers = parts.map(parseOne);
     return numbers.some((x) => Number.isNaN(x)) ? null : numbers;
   }
 
-  function close(answer, target, exercise) {
+  function close(answer, target, atol, rtol) {
     const flat = flatten(target);
     return answer.length === flat.length &&
-      answer.every((x, i) => Math.abs(x - flat[i]) <= exercise.atol + exercise.rtol * Math.abs(flat[i]));
+      answer.every((x, i) => Math.abs(x - flat[i]) <= atol + rtol * Math.abs(flat[i]));
+  }
+
+  // True when every number has fewer decimals than asked for (7.6 when 2 are asked for).
+  function coarser(numbers, decimals) {
+    const scale = Math.pow(10, decimals - 1);
+    return numbers.every((x) => Math.abs(x - Math.round(x * scale) / scale) <= 1e-9);
   }
 
   function grade(exercise, text) {
     const hint = exercise.hints.length ? exercise.hints[0] : "";
     if (text.trim() === "") return { status: "not attempted", message: "type your answer first" };
-    const numbers = parseNumbers(text);
     const size = flatten(exercise.expected).length;
-    if (numbers === null) return { status: "incorrect", message: "expected numbers, such as 0.5, 0.5", hint: hint };
+    const numbers = parseNumbers(text, size === 1);
+    if (numbers === null) {
+      return { status: "incorrect", message: `expected numbers: ${exercise.placeholder}`, hint: hint };
+    }
     if (numbers.length !== size) {
       return { status: "incorrect", message: `expected ${size} number(s), got ${numbers.length}`, hint: hint };
     }
     if (!numbers.every(Number.isFinite)) return { status: "incorrect", message: "the answer is not finite", hint: hint };
-    if (close(numbers, exercise.expected, exercise)) {
+    if (close(numbers, exercise.expected, exercise.atol, exercise.rtol)) {
       return { status: "correct", message: "that is right.", explanation: exercise.explanation };
     }
-    const known = exercise.wrong_answers.find((wrong) => close(numbers, wrong.value, exercise));
-    return { status: "incorrect", message: "not quite.", feedback: known ? known.feedback : "", hint: hint };
+    const wrong = (feedback) => ({ status: "incorrect", message: "not quite.", feedback: feedback, hint: hint });
+    const known = exercise.wrong_answers.find((w) => close(numbers, w.value, exercise.atol, exercise.rtol));
+    if (known) return wrong(known.feedback);
+    if (exercise.whole && !numbers.every((x) => Math.abs(x - Math.round(x)) <= exercise.whole_atol)) {
+      return wrong(exercise.rule);
+    }
+    if (exercise.near_atol !== null && close(numbers, exercise.expected, exercise.near_atol, 0) &&
+        coarser(numbers, exercise.decimals)) {
+      return wrong(exercise.rule);
+    }
+    return wrong("");
   }
 
   function render(box, exercise) {
     const input = document.createElement("input");
     input.type = "text";
-    input.placeholder = "your answer, e.g. 0.5, 0.5";
+    input.placeholder = exercise.placeholder;
     input.setAttribute("aria-label", `answer to exercise ${exercise.id}`);
     const button = document.createElement("button");
     button.type = "button";

@@ -63,6 +63,7 @@ CHAPTER_1 = (
         question=(
             "Keep the worked example's keys [1, 0], [0, 1] and values [2, 0], [0, 4] (d_k = 2), but make "
             "the query twice as long: q = [2, 0]. What output does it read?"
+            " Give each number to 2 decimal places."
         ),
         expected=_read(_LONG_W1),
         explanation=(
@@ -98,10 +99,14 @@ CHAPTER_1 = (
                 "weights must be positive and sum to 1.",
             ),
         ),
+        decimals=2,
     ),
     ValueExercise(
         id="1.equal-scores",
-        question="If both allowed scores are equal, what is the output, with values [2, 0] and [0, 4]?",
+        question=(
+            "If both allowed scores are equal, what is the output, with values [2, 0] and [0, 4]?"
+            " Give each number to 2 decimal places."
+        ),
         expected=[1.0, 2.0],
         explanation="Equal scores give weights [0.5, 0.5], so the output is 0.5·[2, 0] + 0.5·[0, 4] = [1, 2].",
         hints=("Equal scores make equal weights. The output is the weighted sum of the values.",),
@@ -112,12 +117,14 @@ CHAPTER_1 = (
             WrongAnswer([0.5, 0.5], "Those are the weights. The question asks for the output, Σ wᵢ vᵢ."),
             WrongAnswer(_OUTPUT, f"That is the worked example's output, with unequal scores [{_SCORE:.4f}, 0]."),
         ),
+        decimals=2,
     ),
     ValueExercise(
         id="1.masked-read",
         question=(
             "A query has scores [0, 2] (already scaled) for keys 1 and 2, whose values are [2, 0] and "
             "[0, 4]. A mask forbids key 2. What output does the query read?"
+            " Give each number to 2 decimal places."
         ),
         expected=[2.0, 0.0],
         explanation=(
@@ -147,12 +154,14 @@ CHAPTER_1 = (
                 "(or you read the best match and ignored the mask).",
             ),
         ),
+        decimals=2,
     ),
     ValueExercise(
         id="1.new-values",
         question=(
             "Keep q = [1, 0] and the keys [1, 0] and [0, 1] of the worked example, but give the "
             "keys new values v1 = [3, 0] and v2 = [0, -2]. What is the output?"
+            " Give each number to 2 decimal places."
         ),
         expected=[3 * _W1, -2 * _W2],
         explanation=(
@@ -171,6 +180,7 @@ CHAPTER_1 = (
                 "values can point anywhere the values do.",
             ),
         ),
+        decimals=2,
     ),
     ValueExercise(
         id="1.wider-variance",
@@ -178,6 +188,7 @@ CHAPTER_1 = (
             "Now the coordinates of q and k are independent with mean 0 and variance 4 (not 1), and "
             "d_k = 64. What is Var(q·k), and what factor must the scores be multiplied by to bring their "
             "variance back to 1? Answer [variance, factor]."
+            " Give each number to 3 decimal places."
         ),
         expected=[_WIDE_VAR, _WIDE_SCALE],
         explanation=(
@@ -216,8 +227,7 @@ CHAPTER_1 = (
                 "32 is the standard deviation of q·k; its variance is the square, 1024.",
             ),
         ),
-        atol=1e-3,
-        rtol=0.01,
+        decimals=3,
     ),
 )
 
@@ -281,6 +291,7 @@ CHAPTER_1_FUNCTIONS = (
         ),
         explanation="Subtracting the row max keeps every exponent ≤ 0; guarding the all -inf row keeps NaN out.",
         hints=("x - x.amax(dim=-1, keepdim=True) is the stable shift; torch.where can guard the all -inf row.",),
+        stands_for=("lib.attention.softmax",),
     ),
 )
 

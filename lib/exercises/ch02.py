@@ -68,13 +68,14 @@ CHAPTER_2 = (
                 "each head a batch of its own.",
             ),
         ),
-        atol=0.0,
+        whole=True,
     ),
     ValueExercise(
         id="2.mask-after-softmax",
         question=(
             "One query has scaled scores [2, 1, 0.5] over three keys whose values are the numbers "
             "[1, 2, 10], and the mask forbids the third key. What does the query read?"
+            " Give it to 2 decimal places."
         ),
         expected=_CORRECT_READ,
         explanation=(
@@ -98,7 +99,7 @@ CHAPTER_2 = (
                 "The mask polarity is flipped: you read only the forbidden key. True/allowed means 'may read'.",
             ),
         ),
-        atol=2e-3,
+        decimals=2,
     ),
     ValueExercise(
         id="2.cache-causal-row",
@@ -148,7 +149,7 @@ CHAPTER_2 = (
                 "A causal query reads every key up to and including its own position, not only its own key.",
             ),
         ),
-        atol=0.0,
+        whole=True,
     ),
     ValueExercise(
         id="2.causal-alignment",
@@ -213,7 +214,7 @@ CHAPTER_2 = (
                 "The projections shrink by n_heads / n_kv_heads = 3, not by n_kv_heads.",
             ),
         ),
-        atol=0.5,
+        whole=True,
     ),
     ValueExercise(
         id="2.concat-width",
@@ -240,7 +241,7 @@ CHAPTER_2 = (
             WrongAnswer(24.0, "That is one head's output; W_O reads all heads concatenated."),
             WrongAnswer(12.0, "That is d_k, the width of one head's queries and keys. Outputs are weighted values."),
         ),
-        atol=0.0,
+        whole=True,
     ),
 )
 
@@ -331,6 +332,7 @@ CHAPTER_2_FUNCTIONS = (
         ),
         explanation="x.transpose(1, 2) gives (B, N, h, d_v); reshape(B, N, h·d_v) then lays the heads side by side.",
         hints=("Which axis must sit next to d_v before the last two axes are flattened together?",),
+        stands_for=("lib.attention.MultiHeadAttention.merge_heads",),
     ),
     FunctionExercise(
         id="2.causal-padding-mask",
@@ -388,6 +390,7 @@ CHAPTER_2_FUNCTIONS = (
         hints=("Build the key-padding part and the causal part separately, then combine them with &.",),
         atol=0.0,
         rtol=0.0,
+        stands_for=("lib.attention.padding_mask", "lib.attention.causal_mask"),
     ),
 )
 

@@ -83,7 +83,7 @@ CHAPTER_3 = (
                 "could read the tokens it is trained to predict.",
             ),
         ),
-        atol=0.1,
+        whole=True,
     ),
     ValueExercise(
         id="3.passes",
@@ -111,13 +111,14 @@ CHAPTER_3 = (
             ),
             WrongAnswer([9, 1], "Swapped: training is the parallel one, generation the sequential one."),
         ),
-        atol=0.1,
+        whole=True,
     ),
     ValueExercise(
         id="3.shifted-score",
         question=(
             "RoPE on one pair: q = k = [1, 0], frequency π/10 radians per position. The query sits at "
             "position 13 and the key at position 16. What is the score (R_m q)·(R_n k)?"
+            " Give it to 2 decimal places."
         ),
         expected=_SHIFTED,
         explanation=(
@@ -148,12 +149,14 @@ CHAPTER_3 = (
             ),
             WrongAnswer(1.0, "Without rotation q·k would be 1, but here the two are 3 positions apart."),
         ),
+        decimals=2,
     ),
     ValueExercise(
         id="3.gap-score",
         question=(
             "Now q = [1, 0] and k = [0, 1], frequency π/12 radians per position, the query at position 3 "
             "and the key at position 7. What is the score (R_m q)·(R_n k)?"
+            " Give it to 2 decimal places."
         ),
         expected=_GAP_SCORE,
         explanation=(
@@ -188,6 +191,7 @@ CHAPTER_3 = (
                 "You rotated only the query, by 3 steps. The key is rotated too, by 7; only the gap of 4 remains.",
             ),
         ),
+        decimals=2,
     ),
     ValueExercise(
         id="3.permuted-outputs",
@@ -213,7 +217,7 @@ CHAPTER_3 = (
                 "That is the inverse permutation. Row 0 holds x2's output, y2: the outputs follow the inputs.",
             ),
         ),
-        atol=0.1,
+        whole=True,
     ),
     ValueExercise(
         id="3.cross-attention-row",
@@ -259,6 +263,7 @@ CHAPTER_3 = (
         question=(
             "A head of width d_k = 128 uses RoPE with base 500000 (as LLaMA 3 does). How many positions does "
             "pair i = 32 take to turn a full circle, 2π radians?"
+            " Give it to 1 decimal place."
         ),
         expected=_PERIOD,
         explanation=(
@@ -275,8 +280,7 @@ CHAPTER_3 = (
             WrongAnswer(2 * math.pi * 10000 ** (2 * 32 / 128), "That used base 10000; this model uses 500000."),
             WrongAnswer(_OMEGA, "That is the frequency ω in radians per position; the question asks for the period."),
         ),
-        atol=0.5,
-        rtol=1e-3,
+        decimals=1,
     ),
 )
 
@@ -370,6 +374,7 @@ CHAPTER_3_FUNCTIONS = (
         # precision problem fails only the large-position case, whose feedback names it.
         atol=1e-6,
         rtol=1e-6,
+        stands_for=("lib.rope.apply_rope", "lib.rope.rotate_pairs"),
     ),
 )
 

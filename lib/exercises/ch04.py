@@ -72,7 +72,7 @@ CHAPTER_4 = (
                 "That is the count for f = 4d. Here the hidden width is given: f = 320.",
             ),
         ),
-        atol=0.5,
+        whole=True,
     ),
     ValueExercise(
         id="4.swiglu-width",
@@ -91,12 +91,13 @@ CHAPTER_4 = (
             WrongAnswer(4 * _DS // 3, "You matched a single d×4d matrix; the MLP has two, 8d² weights in all."),
             WrongAnswer(2 * _DS, "That matches 8d² with four d×f matrices; SwiGLU has three (gate, up, down)."),
         ),
-        atol=0.5,
+        whole=True,
     ),
     ValueExercise(
         id="4.layernorm-by-hand",
         question=(
             "Apply LayerNorm (weight 1, bias 0, eps negligible) to the token [2, 4, 6, 8]. What are the four outputs?"
+            " Give each number to 2 decimal places."
         ),
         expected=_LN,
         explanation=(
@@ -113,12 +114,14 @@ CHAPTER_4 = (
             WrongAnswer([e / _VAR for e in _DEV], "You divided by the variance; divide by its square root."),
             WrongAnswer(_DEV, "You centered the token but did not rescale it by its standard deviation."),
         ),
+        decimals=2,
     ),
     ValueExercise(
         id="4.prenorm-zero-branches",
         question=(
             "A pre-norm block (LayerNorm, weight 1, bias 0) has all its attention and FFN weights and biases "
             "set to zero, so both branches output zeros. What does it output for a lone token [1, 3, 4, 8]?"
+            " Give each number to 2 decimal places."
         ),
         expected=_X,
         explanation=(
@@ -134,12 +137,14 @@ CHAPTER_4 = (
             ),
             WrongAnswer([0.0] * 4, "The residual adds the input back: a zero branch leaves X, not zero."),
         ),
+        decimals=2,
     ),
     ValueExercise(
         id="4.postnorm-zero-branches",
         question=(
             "Now the post-norm version of that block, U = Norm1(X + Attention(X)), Y = Norm2(U + FFN(U)), with "
             "the same zero branches. What does it output for the token [1, 3, 4, 8]?"
+            " Give each number to 2 decimal places."
         ),
         expected=_X_TWICE,
         explanation=(
@@ -152,6 +157,7 @@ CHAPTER_4 = (
             WrongAnswer(_X, "That is pre-norm's answer. Post-norm normalizes the sum X + branch, the stream itself."),
             WrongAnswer([0.0] * 4, "The residual adds the input back before the norm: X + 0 = X, then Norm(X)."),
         ),
+        decimals=2,
     ),
     ValueExercise(
         id="4.what-changes",
@@ -177,13 +183,14 @@ CHAPTER_4 = (
                 "Flipped direction: a causal query reads the past, so positions 5..7 read position 5, not 0..5.",
             ),
         ),
-        atol=0.01,
+        whole=True,
     ),
     ValueExercise(
         id="4.residual-gradient",
         question=(
             f"Two scalar residual blocks: y1 = x + a1·x and y2 = y1 + a2·y1, with a1 = {_A1} and a2 = {_A2}. "
             "What is dy2/dx?"
+            " Give it to 2 decimal places."
         ),
         expected=(1 + _A1) * (1 + _A2),
         explanation=(
@@ -198,6 +205,7 @@ CHAPTER_4 = (
                 1 + _A1 + _A2, "You added the routes but dropped the cross term a1·a2: multiply (1 + a1)(1 + a2)."
             ),
         ),
+        decimals=2,
     ),
 )
 
@@ -280,6 +288,7 @@ CHAPTER_4_FUNCTIONS = (
             "no shift. It matches torch.nn.RMSNorm(d, eps=eps)."
         ),
         hints=("x.pow(2).mean(dim=-1, keepdim=True) is each token's mean square; torch.rsqrt is 1 / sqrt.",),
+        stands_for=("lib.blocks.rms_norm",),
     ),
 )
 

@@ -65,6 +65,7 @@ CHAPTER_5 = (
         question=(
             f"Naive attention stores one score matrix for a batch of B = {_B} sequences, h = {_H} heads, "
             f"N = {_N} tokens, in float32 (4 bytes). How many MiB is that one matrix?"
+            " Give it to 1 decimal place."
         ),
         expected=_SCORE_MIB,
         explanation=(
@@ -87,13 +88,14 @@ CHAPTER_5 = (
                 "That is in decimal megabytes (10⁶ bytes); a MiB is 2²⁰ = 1,048,576 bytes.",
             ),
         ),
-        atol=0.5,
+        decimals=1,
     ),
     ValueExercise(
         id="5.total-doubling",
         question=(
             f"A layer has d = {_TD}, an FFN of width 4d, and dense attention. N goes from {_TN} to {2 * _TN}. "
             "By what factor do its modeled FLOPs (QKᵀ, AV, four projections, FFN) grow?"
+            " Give it to 2 decimal places."
         ),
         expected=_TOTAL_FACTOR,
         explanation=(
@@ -115,13 +117,14 @@ CHAPTER_5 = (
                 "You counted QKᵀ but not AV: the weighted sum of values is a second 2N²d product.",
             ),
         ),
-        atol=0.01,
+        decimals=2,
     ),
     ValueExercise(
         id="5.raised-max",
         question=(
             f"An online softmax row has m = {_M_OLD:g} and l = {_L_OLD:g}. The next block of scores is "
             f"{list(_BLOCK)}. What are [m, l] after the block?"
+            " Give each number to 3 decimal places."
         ),
         expected=[_M_NEW, _L_NEW],
         explanation=(
@@ -148,7 +151,7 @@ CHAPTER_5 = (
                 "You kept m = 2 although the block holds a 4: m is the running maximum and must be raised.",
             ),
         ),
-        atol=1e-3,
+        decimals=3,
     ),
     ValueExercise(
         id="5.is-flash-exact",
@@ -182,7 +185,7 @@ CHAPTER_5 = (
                 "differ, as the chapter's printed error shows. FlashAttention computes the exact softmax.",
             ),
         ),
-        atol=0.1,
+        whole=True,
     ),
     ValueExercise(
         id="5.causal-tiles",
@@ -205,7 +208,7 @@ CHAPTER_5 = (
             ),
             WrongAnswer(causal_pairs(1024), "That counts query-key pairs, not 64×64 tiles."),
         ),
-        atol=0.5,
+        whole=True,
     ),
     ValueExercise(
         id="5.window-edges",
@@ -228,7 +231,7 @@ CHAPTER_5 = (
                 "That is a two-sided window, |i − j| < 4. This window is causal: no key after the query.",
             ),
         ),
-        atol=0.5,
+        whole=True,
     ),
     ValueExercise(
         id="5.global-edges",
@@ -256,7 +259,7 @@ CHAPTER_5 = (
             ),
             WrongAnswer(_GN * _GN, "That is dense attention."),
         ),
-        atol=0.5,
+        whole=True,
     ),
 )
 
@@ -356,6 +359,7 @@ CHAPTER_5_FUNCTIONS = (
             "m_new = max(m, max(block)); l_new = l·exp(m − m_new) + Σ exp(block − m_new), guarding m_new = -inf."
         ),
         hints=("m_new = torch.maximum(m, block.amax(dim=-1)); torch.nan_to_num(m_new, neginf=0.0) is a safe shift.",),
+        stands_for=("lib.tiled_softmax.online_softmax_update",),
     ),
 )
 

@@ -37,6 +37,7 @@ EXERCISES = (
         question=(
             "A server doubles both the cache length N and the number of active sequences B. "
             "By what factor does the KV cache grow?"
+            " Give it to 1 decimal place."
         ),
         expected=4.0,
         explanation=(
@@ -53,13 +54,14 @@ EXERCISES = (
             ),
             WrongAnswer(1.0, "The cache size is not fixed: it grows with every token and every sequence it holds."),
         ),
-        atol=0.05,
+        decimals=1,
     ),
     ValueExercise(
         id="6.kv-bytes",
         question=(
             "A model has 40 layers and 32 query heads that share 8 KV heads of width 128, stored at 2 bytes. "
             "How many GiB does the KV cache take for a batch of 4 sequences of 2,048 tokens?"
+            " Give it to 2 decimal places."
         ),
         expected=_KV_GIB,
         explanation=f"2 · 40 · 4 · 2048 · 8 · 128 · 2 = {_KV_BYTES:,} bytes = {_KV_GIB:g} GiB (2^30 bytes).",
@@ -74,7 +76,7 @@ EXERCISES = (
             WrongAnswer(_KV_BYTES / 1e9, "That is decimal gigabytes (10^9 bytes); a GiB is 2^30 bytes."),
             WrongAnswer(_KV_GIB / 40, "You left out the layers: every layer keeps its own keys and values."),
         ),
-        atol=0.01,
+        decimals=2,
     ),
     ValueExercise(
         id="6.gqa-cache",
@@ -82,6 +84,7 @@ EXERCISES = (
             "A model with 64 query heads would need a 16 GiB KV cache with one KV head per query head. "
             "How many GiB does the cache take with grouped-query attention using 8 KV heads "
             "(same layers, width, precision and tokens)?"
+            " Give it to 2 decimal places."
         ),
         expected=_MHA_GIB * _GQA_KV_HEADS / _QUERY_HEADS,
         explanation=(
@@ -98,7 +101,7 @@ EXERCISES = (
             ),
             WrongAnswer(_QUERY_HEADS / _GQA_KV_HEADS, "8 is the saving factor; the question asks for the size in GiB."),
         ),
-        atol=0.01,
+        decimals=2,
     ),
     ValueExercise(
         id="6.blocks-needed",
@@ -124,7 +127,7 @@ EXERCISES = (
             ),
             WrongAnswer((_N_SHORT + _N_LONG) / _S, "Blocks come whole: a sequence cannot hold half a block."),
         ),
-        atol=0.01,
+        whole=True,
     ),
     ValueExercise(
         id="6.next-position",
@@ -147,13 +150,14 @@ EXERCISES = (
             WrongAnswer(36, "36 is the position of the last prompt token; the new one comes after it."),
             WrongAnswer(38, "Positions count from 0: 37 tokens use positions 0..36, and the next is 37."),
         ),
-        atol=0.01,
+        whole=True,
     ),
     ValueExercise(
         id="6.decode-read",
         question=(
             "With a KV cache, one decode step's attention reads every cached key and value. How many times "
             "more attention-read work does a step at context 6,000 do than a step at context 1,500?"
+            " Give it to 1 decimal place."
         ),
         expected=6000 / 1500,
         explanation=(
@@ -168,7 +172,7 @@ EXERCISES = (
             ),
             WrongAnswer(1.0, "The cache does not make a step constant-time: the new query still reads every entry."),
         ),
-        atol=0.05,
+        decimals=1,
     ),
     ValueExercise(
         id="6.fork-blocks",
@@ -195,11 +199,14 @@ EXERCISES = (
                 _SYSTEM / _S + _REQUESTS * _OWN / _S, "Blocks are allocated whole: round each request's 50/16 up."
             ),
         ),
-        atol=0.01,
+        whole=True,
     ),
     ValueExercise(
         id="6.weights-gb",
-        question="Raw weights of a 13-billion-parameter model at 2 bytes per parameter: how many GB (10^9 bytes)?",
+        question=(
+            "Raw weights of a 13-billion-parameter model at 2 bytes per parameter: how many GB (10^9 bytes)?"
+            " Give it to 1 decimal place."
+        ),
         expected=13e9 * 2 / 1e9,
         explanation=(
             "13·10^9 × 2 bytes = 26·10^9 bytes = 26 GB. Serving needs more: the KV cache, runtime buffers, and "
@@ -211,7 +218,7 @@ EXERCISES = (
             WrongAnswer(13e9 * 4 / 1e9, "4 bytes per parameter is float32; the question says 2 bytes."),
             WrongAnswer(13.0, "You counted one byte per parameter; there are two."),
         ),
-        atol=0.05,
+        decimals=1,
     ),
     FunctionExercise(
         id="6.decode-mask",
@@ -253,5 +260,6 @@ EXERCISES = (
         ),
         explanation="Bottom-right alignment: query i at position n_cached + i reads keys 0..n_cached + i.",
         hints=("Compare key positions j with query positions n_cached + i: allowed where j <= n_cached + i.",),
+        stands_for=("lib.attention.causal_mask",),
     ),
 )

@@ -117,7 +117,7 @@ EXERCISES = (
         question=(
             "A pre-split gave these chunks, with how often each occurs: hug ×4, pug ×3, pun ×12, bun ×5, "
             "hugs ×2. Which pair does BPE merge first? Answer with the two characters' byte values, "
-            "e.g. [ord('h'), ord('u')]."
+            "as two numbers: for the pair (h, u) you would type 104, 117 (in Python, ord('h') and ord('u'))."
         ),
         expected=next_merge(CHUNK_COUNTS),
         explanation="Pair counts weighted by chunk counts: un 17 (pun 12 + bun 5), pu 15, ug 9, hu 6, bu 5, gs 2.",
@@ -132,6 +132,7 @@ EXERCISES = (
                 "(p, u) occurs 15 times, but (u, n) occurs in both pun and bun: 17 times.",
             ),
         ),
+        whole=True,
     ),
     ValueExercise(
         id="7.encode-word",
@@ -152,17 +153,18 @@ EXERCISES = (
                 "in the order learned, whatever their place in the word: (w, e) comes first here.",
             ),
         ),
+        whole=True,
     ),
     ValueExercise(
         id="7.viterbi",
         question=(
             "A unigram vocabulary has these log-probabilities: a, b, c, d −3 each; ab −4; bc −2.5; cd −4; "
             "abc −6; bcd −5.5. What is the total log-probability of the best segmentation of 'abcd'?"
+            " Give it to 1 decimal place."
         ),
         expected=_BEST,
         explanation="ab + cd = −8 beats a + bc + d = −8.5, a + bcd = −8.5 and abc + d = −9.",
         hints=("Write down every segmentation into pieces of the vocabulary and add their scores.",),
-        atol=0.01,
         wrong_answers=(
             WrongAnswer(-9.0, "That is greedy longest match (abc + d). Viterbi compares whole paths."),
             WrongAnswer(
@@ -177,6 +179,7 @@ EXERCISES = (
             ),
             WrongAnswer(-12.0, "That is one piece per character. Longer pieces can score better."),
         ),
+        decimals=1,
     ),
     ValueExercise(
         id="7.utf8-bytes",
@@ -193,6 +196,7 @@ EXERCISES = (
                 "its 21 bits over four bytes with marker bits: 11110xxx, then 10xxxxxx three times.",
             ),
         ),
+        whole=True,
     ),
     ValueExercise(
         id="7.nfkc",
@@ -219,12 +223,14 @@ EXERCISES = (
                 "That is NFC. The K (compatibility) in NFKC also rewrites compatibility characters such as ㎏ and ½.",
             ),
         ),
+        whole=True,
     ),
     ValueExercise(
         id="7.embedding-params",
         question=(
             f"A model with d_model = {D_MODEL} and untied input embedding and output layer grows its "
             f"vocabulary from {V_SMALL:,} to {V_LARGE:,} tokens. How many parameters does that add, in millions?"
+            " Give it to 1 decimal place."
         ),
         expected=2 * (V_LARGE - V_SMALL) * D_MODEL / 1e6,
         explanation=(
@@ -232,7 +238,6 @@ EXERCISES = (
             f"2 × {V_LARGE - V_SMALL:,} × {D_MODEL} ≈ {2 * (V_LARGE - V_SMALL) * D_MODEL / 1e6:.1f} M."
         ),
         hints=("The embedding is V × d_model, and so is the output layer when it is not tied.",),
-        atol=0.05,
         wrong_answers=(
             WrongAnswer(
                 (V_LARGE - V_SMALL) * D_MODEL / 1e6, "That counts one matrix; untied, the output layer grows too."
@@ -242,5 +247,6 @@ EXERCISES = (
                 V_LARGE * D_MODEL / 1e6, "That is one matrix of the large vocabulary, not what the change adds."
             ),
         ),
+        decimals=1,
     ),
 )

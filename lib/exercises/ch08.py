@@ -52,6 +52,7 @@ CHAPTER_8 = (
             WrongAnswer([_PATCHES, _C * _P], "A patch is p×p pixels, not p: its length is C·p·p."),
             WrongAnswer([_LENGTH, _PATCHES], "Swapped: the first number is the patch count, the second the length."),
         ),
+        whole=True,
     ),
     ValueExercise(
         id="8.projection-params",
@@ -67,7 +68,7 @@ CHAPTER_8 = (
             WrongAnswer(_PATCHES * _PARAMS, _SHARED),
             WrongAnswer(_P * _P * _D + _D, "Each flattened patch has 3·32·32 inputs: you left out the channels."),
         ),
-        atol=0.5,
+        whole=True,
     ),
     ValueExercise(
         id="8.conv-output",
@@ -89,7 +90,7 @@ CHAPTER_8 = (
                 "The output has one channel per output feature, d = 512; 3072 is what each kernel reads.",
             ),
         ),
-        atol=0.5,
+        whole=True,
     ),
     ValueExercise(
         id="8.tokens-with-cls",
@@ -110,13 +111,14 @@ CHAPTER_8 = (
                 "Positions are added to the tokens' vectors, they are not extra tokens.",
             ),
         ),
-        atol=0.5,
+        whole=True,
     ),
     ValueExercise(
         id="8.halve-patch-attention",
         question=(
             "Keep the image fixed and halve the patch side, say from 28 to 14 pixels. Ignoring the class token, "
             "by what factor does the number of attention scores per head and layer change?"
+            " Give it to 2 decimal places."
         ),
         expected=16.0,
         explanation="Half the side means 2×2 = 4 times the patches; every token scores every token, so 4² = 16.",
@@ -132,13 +134,14 @@ CHAPTER_8 = (
             WrongAnswer(0.25, "Smaller patches mean more tokens, not fewer: the cost grows, and quadratically."),
             WrongAnswer(8.0, "Tokens grow 4× and attention is quadratic in tokens: 4² = 16, not 4·2."),
         ),
-        atol=0.05,
+        decimals=2,
     ),
     ValueExercise(
         id="8.halve-patch-projection",
         question=(
             "Same change (patch side halved, image fixed). By what factor does the total work of the patch "
             "projection for one image (multiply-adds of the linear layer) change?"
+            " Give it to 2 decimal places."
         ),
         expected=1.0,
         explanation="4× the patches, each a quarter as long: N·(C·p²)·d = (H·W/p²)·C·p²·d = H·W·C·d, free of p.",
@@ -148,14 +151,21 @@ CHAPTER_8 = (
             WrongAnswer(0.25, "Each patch has a quarter of the entries, but there are 4× as many patches."),
             WrongAnswer(16.0, "Each patch is projected once, on its own: the work is linear in N, not quadratic."),
         ),
-        atol=0.05,
+        decimals=2,
     ),
 )
 
 
 def _image(batch: int, channels: int, height: int, width: int) -> torch.Tensor:
-    """Entries 0, 1, 2, ... in memory order: all distinct, so any pixel put in the wrong place shows."""
-    return torch.arange(batch * channels * height * width, dtype=torch.float32).reshape(batch, channels, height, width)
+    """Entries 0.25, 0.75, 1.25, ... in memory order: all distinct, so any pixel put in the wrong place
+    shows, and none whole, so a function that rounds or casts to integers (.long(), uint8) shows too."""
+    count = batch * channels * height * width
+    return (torch.arange(count, dtype=torch.float32) * 0.5 + 0.25).reshape(batch, channels, height, width)
+
+
+def _weight(d: int, length: int) -> torch.Tensor:
+    """A (d, length) linear weight with distinct entries that are not whole numbers, as _image's."""
+    return torch.arange(d * length, dtype=torch.float32).reshape(d, length) * 0.5 + 0.25
 
 
 CHAPTER_8_FUNCTIONS = (
@@ -228,6 +238,7 @@ CHAPTER_8_FUNCTIONS = (
             "the order nn.Conv2d uses for its kernel, so the projection equals the strided conv."
         ),
         hints=("images.reshape(B, C, H // p, p, W // p, p), then .permute(...) and .reshape(B, N, C * p * p).",),
+        stands_for=("lib.vit.patchify", "lib.vit.patchify_loop"),
     ),
     FunctionExercise(
         id="8.conv-weight",
@@ -239,17 +250,17 @@ CHAPTER_8_FUNCTIONS = (
         cases=(
             Case(
                 "one channel, p=2",
-                lambda: (torch.arange(8.0).reshape(2, 4), 1, 2),
+                lambda: (_weight(2, 4), 1, 2),
                 "Row j of the linear weight is output feature j's kernel, flattened in (C, p, p) order.",
             ),
             Case(
                 "three channels, p=2",
-                lambda: (torch.arange(36.0).reshape(3, 12), 3, 2),
+                lambda: (_weight(3, 12), 3, 2),
                 "patchify flattens channel first: the first p·p inputs are all of channel 0.",
             ),
             Case(
                 "two channels, p=3",
-                lambda: (torch.arange(72.0).reshape(4, 18), 2, 3),
+                lambda: (_weight(4, 18), 2, 3),
                 "Reshape each row to (C, p, p); the output axis d stays first.",
             ),
         ),
@@ -269,6 +280,7 @@ CHAPTER_8_FUNCTIONS = (
         ),
         explanation="linear_weight.reshape(d, C, p, p): the patch vectors are already in the kernel's order.",
         hints=("No transpose or permute is needed if patches were flattened in (C, p, p) order.",),
+        stands_for=("lib.vit.conv_weight",),
     ),
 )
 

@@ -76,13 +76,14 @@ EXERCISES = (
             WrongAnswer(_PARAMS - _L * _PER_LAYER_NORMS - _C, "You left out the RMSNorm weights (64 per norm)."),
             WrongAnswer(_PARAMS - _PER_LAYER, f"You counted one layer's {_PER_LAYER:,} parameters; there are two."),
         ),
-        atol=0.5,
+        whole=True,
     ),
     ValueExercise(
         id="9.uniform-loss",
         question=(
             "Before training, a model that gives each of 2,048 tokens the same probability has what "
             "cross-entropy loss, in nats?"
+            " Give it to 2 decimal places."
         ),
         expected=uniform_loss(_VOCAB),
         explanation=(
@@ -95,7 +96,7 @@ EXERCISES = (
             WrongAnswer(1 / _VOCAB, "That is the probability of the target, not its negative log."),
             WrongAnswer(math.log10(_VOCAB), "That is log base 10; the loss is in nats (natural log)."),
         ),
-        atol=0.01,
+        decimals=2,
     ),
     ValueExercise(
         id="9.cache-bytes",
@@ -123,13 +124,14 @@ EXERCISES = (
             ),
             WrongAnswer(_CACHE_BYTES * _LAYERS, "That is all 5 layers; the question asks for one layer."),
         ),
-        atol=0.5,
+        whole=True,
     ),
     ValueExercise(
         id="9.top-k-one",
         question=(
             "The model's next-token logits are [2.0, 1.0, 0.5, -1.0]. Sampling at temperature 0.8 with top_k = 1, "
             "what is the probability of drawing token 0?"
+            " Give it to 2 decimal places."
         ),
         expected=1.0,
         explanation=(
@@ -142,13 +144,14 @@ EXERCISES = (
             WrongAnswer(_softmax(_LOGITS)[0], "That is the plain softmax over all tokens; top_k = 1 keeps one."),
             WrongAnswer(0.25, "The four tokens are not equally likely, and top_k = 1 keeps only one of them."),
         ),
-        atol=1e-3,
+        decimals=2,
     ),
     ValueExercise(
         id="9.top-k-two",
         question=(
             "Same logits [2.0, 1.0, 0.5, -1.0], temperature 0.8, now top_k = 2. What is the probability "
             "of drawing token 1?"
+            " Give it to 3 decimal places."
         ),
         expected=_P_TOP2[1],
         explanation=(
@@ -165,6 +168,6 @@ EXERCISES = (
                 _P_TOP2[0], "That is token 0's probability, the likelier of the two; the question asks for token 1."
             ),
         ),
-        atol=1e-3,
+        decimals=3,
     ),
 )

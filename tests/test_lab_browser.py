@@ -1,0 +1,176 @@
+"""A learner's student copy as JupyterLab shows it: MyST admonitions render as boxes.
+
+``make lab`` opens the student copies in JupyterLab, whose own markdown renderer knows
+nothing of MyST: without ``jupyterlab-myst`` every ``{warning}`` or ``{admonition}`` block
+shows as a grey code block with its fence, and every ``{ref}`` role as raw text. This test
+makes the student copies (``python -m lib.student copy chapters <tmp>``), starts a headless
+JupyterLab on a free local port, opens chapter 1 in headless Chromium (selenium) and checks:
+
+* every admonition the notebook's markdown declares renders as a box (an ``aside``) whose
+  title is the one declared (the directive's name, "Warning", or the admonition's own title);
+* no rendered markdown shows a raw fence (```), a raw ``{ref}`` role or a ``(label)=`` target.
+
+Outside CI (the environment variable CI unset) it skips, in one line, when Chromium,
+chromedriver or jupyterlab-myst is missing; in CI those are failures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parent.parent
+IN_CI = bool(os.environ.get("CI"))
+NOTEBOOK = "01_one_attention_read.ipynb"  # a {warning}, two {admonition}s, a {ref} and a (label)= target
+CLOSED_PORT_PROXY = "http://127.0.0.1:9"  # nothing outside 127.0.0.1 is reachable
+DIRECTIVE = re.compile(r"^(`{3,}|:{3,})\{(\w+)\}[ \t]*(.*)$", re.MULTILINE)
+ADMONITIONS = {"admonition", "attention", "caution", "danger", "error", "hint", "important", "note", "tip", "warning"}
+
+
+def _unavailable(reason: str):
+    if IN_CI:
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def _find(*names: str) -> str | None:
+    for name in names:
+        found = shutil.which(name) or (name if Path(name).is_file() else None)
+        if found:
+            return found
+    return None
+
+
+def declared_admonitions(notebook: Path) -> list[str]:
+    """The title each admonition in the notebook's markdown should show, in order."""
+    titles = []
+    for cell in nbformat.read(notebook, as_version=4).cells:
+        if cell.cell_type != "markdown":
+            continue
+        for _, name, argument in DIRECTIVE.findall(cell.source):
+            if name in ADMONITIONS:
+                titles.append(argument.strip() if name == "admonition" else name.capitalize())
+    return titles
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A headless JupyterLab serving fresh student copies; yields (url of chapter 1, its copy)."""
+    if subprocess.run([sys.executable, "-c", "import jupyterlab_myst"], capture_output=True).returncode:
+        _unavailable("jupyterlab-myst is not installed: pip install -r requirements.txt")
+    home = tmp_path_factory.mktemp("lab")
+    copies = home / "copies"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run(
+        [sys.executable, "-m", "lib.student", "copy", str(ROOT / "chapters"), str(copies)],
+        check=True,
+        capture_output=True,
+        cwd=ROOT,
+        env=env,
+    )
+    # Render every cell, not only those scrolled into view, and start from no saved workspace.
+    tracker = home / "settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
+    tracker.parent.mkdir(parents=True)
+    tracker.write_text(json.dumps({"windowingMode": "none"}))
+    env |= {"JUPYTERLAB_SETTINGS_DIR": str(home / "settings"), "JUPYTERLAB_WORKSPACES_DIR": str(home / "ws")}
+    port = _free_port()
+    command = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1"]
+    command += ["--ServerApp.token=", "--ServerApp.password=", "--allow-root", f"--ServerApp.root_dir={copies}"]
+    log = (home / "lab.log").open("w")
+    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status", timeout=5) as reply:
+                    if reply.status == 200:
+                        break
+            except OSError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"JupyterLab did not start: {(home / 'lab.log').read_text()[-2000:]}")
+            time.sleep(0.5)
+        yield f"http://127.0.0.1:{port}/lab/tree/{NOTEBOOK}", copies / NOTEBOOK
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def driver():
+    chromium = _find("chromium", "chromium-browser", "google-chrome")
+    chromedriver = _find("chromedriver", "/usr/lib/chromium/chromedriver")
+    if not (chromium and chromedriver):
+        _unavailable("Chromium not found: `apt-get install chromium chromium-driver` (CI installs them)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(flag)
+    options.add_argument("--window-size=1280,900")
+    options.add_argument(f"--proxy-server={CLOSED_PORT_PROXY}")
+    browser = webdriver.Chrome(service=Service(executable_path=chromedriver), options=options)
+    browser.set_page_load_timeout(120)
+    yield browser
+    browser.quit()
+
+
+READ_PAGE = """
+// What each markdown cell shows rendered: the input area's widget beside the prompt and the
+// (hidden) editor, whichever renderer made it (JupyterLab's .jp-RenderedMarkdown, MyST's .myst).
+const cells = [...document.querySelectorAll(
+  '.jp-MarkdownCell .jp-InputArea > .lm-Widget:not(.jp-InputPrompt):not(.jp-InputArea-editor):not(.jp-Toolbar)')];
+return {
+  cells: cells.length,
+  boxes: cells.flatMap((cell) => [...cell.querySelectorAll('aside')]).map((box) => {
+    const header = box.querySelector('[class*=admonition-header]');
+    return { title: header ? header.innerText.trim() : null, body: box.innerText.length };
+  }),
+  texts: cells.map((cell) => cell.innerText),
+};
+"""
+
+
+def test_student_copy_renders_myst_admonitions_in_jupyterlab(lab, driver):
+    url, notebook = lab
+    titles = declared_admonitions(notebook)
+    assert "Warning" in titles and len(titles) >= 2, titles  # the copy still holds the book's boxes
+    n_markdown = sum(cell.cell_type == "markdown" for cell in nbformat.read(notebook, as_version=4).cells)
+    driver.get(url)
+    deadline = time.monotonic() + 120
+    page = driver.execute_script(READ_PAGE)
+    while time.monotonic() < deadline and (page["cells"] < n_markdown or len(page["boxes"]) < len(titles)):
+        time.sleep(1)
+        page = driver.execute_script(READ_PAGE)
+    assert page["cells"] == n_markdown, f"{page['cells']} of {n_markdown} markdown cells rendered"
+    assert [box["title"] for box in page["boxes"]] == titles, page["boxes"]
+    assert all(box["body"] > len(box["title"]) for box in page["boxes"])  # a title and a body, not an empty box
+    for text in page["texts"]:
+        assert "```" not in text, text[:300]
+        assert "{ref}" not in text and "{warning}" not in text and "{admonition}" not in text, text[:300]
+        assert not re.search(r"^\([\w-]+\)=\s*$", text, re.MULTILINE), text[:300]
