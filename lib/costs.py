@@ -167,3 +167,82 @@ def edge_counts(n: int, *, window: int = 256, n_global: int = 16, feature_dim: i
         f"global+local (w={window}, g={n_global})": global_local_pairs(n, window, n_global),
         f"linear (features={feature_dim})": linear_attention_cost(n, feature_dim),
     }
+
+
+# --- one block's parameters, and the FLOPs they cost per token (chapter 4's ledger) ---------
+
+
+@dataclass(frozen=True)
+class BlockWeights:
+    """The weight matrices of one transformer block (no biases, no norm vectors)."""
+
+    attention: int  # W_Q and W_O: d·d each; W_K and W_V: d·(h_kv·d_h) each
+    ffn: int  # 2·d·f for a two-projection MLP, 3·d·f for SwiGLU
+
+    @property
+    def total(self) -> int:
+        return self.attention + self.ffn
+
+    def forward_flops(self, tokens: int) -> int:
+        """2 FLOPs (a multiply and an add) per weight per token: every token meets every weight once."""
+        return 2 * self.total * tokens
+
+
+def block_weights(
+    d_model: int, *, n_heads: int = 1, n_kv_heads: int | None = None, hidden: int | None = None, gated: bool = False
+) -> BlockWeights:
+    """The ledger of one block: attention 4d² (2d² + 2d·h_kv·d_h under GQA), FFN 2df (or 3df).
+
+    With f = 4d and no GQA that is 4d² + 8d² = 12d², so a forward pass over N tokens costs
+    2 · 12d² · N = 24Nd² FLOPs in its matrices: chapter 5's linear term.
+    """
+    for name, value in (("d_model", d_model), ("n_heads", n_heads)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"block_weights: {name} must be a positive integer, got {value!r}")
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    if d_model % n_heads or n_kv_heads < 1 or n_heads % n_kv_heads:
+        raise ValueError(
+            f"block_weights: need n_heads | d_model and n_kv_heads | n_heads, got d_model={d_model}, "
+            f"n_heads={n_heads}, n_kv_heads={n_kv_heads}"
+        )
+    hidden = 4 * d_model if hidden is None else hidden
+    kv_width = n_kv_heads * (d_model // n_heads)
+    attention = 2 * d_model * d_model + 2 * d_model * kv_width
+    ffn = (3 if gated else 2) * d_model * hidden
+    return BlockWeights(attention, ffn)
+
+
+# --- memory traffic: what attention reads from and writes to slow memory (HBM) ------------
+
+
+def standard_attention_io(n: int, head_dim: int) -> int:
+    """Elements naive attention moves between HBM and the chip, per head (Dao et al. 2022, Alg. 0).
+
+    Read Q, K (2Nd), write S (N²); read S, write P (2N²); read P and V, write O (N² + 2Nd):
+    4Nd + 4N², which the N² terms dominate.
+    """
+    return 4 * n * head_dim + 4 * n * n
+
+
+@dataclass(frozen=True)
+class FlashIO:
+    block_k: int  # B_c = ceil(M / 4d): key/value rows per tile
+    block_q: int  # B_r = min(B_c, d): query rows per tile
+    elements: int  # HBM reads and writes, in elements
+
+
+def flash_attention_io(n: int, head_dim: int, sram_elements: int) -> FlashIO:
+    """Elements FlashAttention's Algorithm 1 moves between HBM and the chip, per head.
+
+    Block sizes follow from the on-chip memory M (in elements): B_c = ceil(M / 4d) keys and
+    B_r = min(B_c, d) queries per tile. The outer loop loads each K_j, V_j tile once (2Nd in
+    all); for each of the T_c = ceil(N / B_c) key tiles the inner loop reads Q_i, O_i, ℓ_i,
+    m_i and writes O_i, ℓ_i, m_i for every query tile: N(3d + 4) per key tile. In all
+    2Nd + T_c·N(3d + 4) ≈ 12N²d²/M: Θ(N²d²/M), against naive attention's Θ(Nd + N²).
+    """
+    if min(n, head_dim, sram_elements) < 1:
+        raise ValueError(f"need positive n, head_dim, sram_elements, got {n}, {head_dim}, {sram_elements}")
+    block_k = -(-sram_elements // (4 * head_dim))
+    block_q = min(block_k, head_dim)
+    key_tiles = -(-n // block_k)
+    return FlashIO(block_k, block_q, 2 * n * head_dim + key_tiles * n * (3 * head_dim + 4))

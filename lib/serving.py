@@ -22,11 +22,13 @@ Shape letters: T tokens of one request (prompt + output).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 import torch
 
+from lib.gpt import GPT
 from lib.kv_cache import CacheFullError, KVCache, PagedKVCache, blocks_needed, kv_cache_bytes
 
 __all__ = [
@@ -38,6 +40,13 @@ __all__ = [
     "prefix_sharing",
     "plot_occupancy",
     "plot_kv_memory",
+    "expected_paged_waste",
+    "Breakdown",
+    "contiguous_breakdown",
+    "paged_breakdown",
+    "mean_pool_kv_heads",
+    "DistributionShift",
+    "next_token_shift",
 ]
 
 
@@ -196,3 +205,140 @@ def plot_kv_memory(
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     return ax
+
+
+# --- where the memory goes: the derivation behind the measured fill ----------------------
+
+
+def expected_paged_waste(lengths: list[int], block_size: int) -> float:
+    """The share of a paged cache's reserved slots left empty, if each sequence's last block is
+    on average half full: (S - 1)/2 empty slots per sequence against its mean length."""
+    mean = sum(lengths) / len(lengths)
+    empty = (block_size - 1) / 2
+    return empty / (mean + empty)
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """A KV budget's slots, by what they hold, mid-generation (Kwon et al. 2023, Figure 2's parts)."""
+
+    policy: str
+    token_states: int  # slots holding a token generated or read so far
+    reserved: int  # slots set aside for tokens the request will still generate
+    internal: int  # slots inside an allocation that no token will ever fill
+    external: int  # free slots no allocation can use (too small a gap for another request)
+    free: int  # slots still free for anyone
+
+    @property
+    def budget(self) -> int:
+        return self.token_states + self.reserved + self.internal + self.external + self.free
+
+    def share(self, part: str) -> float:
+        """``part``'s share of the memory given to requests (the free slots left out)."""
+        used = self.budget - self.free
+        return getattr(self, part) / used if used else 0.0
+
+
+def _now(request: Request, progress: float) -> int:
+    """Tokens a request holds when ``progress`` of its answer has been generated."""
+    return request.prompt_len + math.floor(progress * request.output_len)
+
+
+def contiguous_breakdown(
+    requests: list[Request], *, budget_tokens: int, max_len: int, progress: float = 0.5
+) -> Breakdown:
+    """Each admitted request owns ``max_len`` contiguous slots, while ``progress`` of its answer is done.
+
+    What it holds so far is token states; the rest of its final length is reserved (it will
+    be used); beyond that, up to ``max_len``, internal fragmentation. Budget left over that
+    is smaller than ``max_len`` can take no request: external fragmentation.
+    """
+    admitted = min(len(requests), budget_tokens // max_len)
+    chosen = requests[:admitted]
+    now = sum(_now(r, progress) for r in chosen)
+    final = sum(r.total for r in chosen)
+    left = budget_tokens - admitted * max_len
+    external = left if admitted < len(requests) else 0
+    free = left - external
+    return Breakdown("contiguous", now, final - now, admitted * max_len - final, external, free)
+
+
+def paged_breakdown(
+    requests: list[Request], *, budget_tokens: int, block_size: int, progress: float = 0.5
+) -> Breakdown:
+    """The same moment in a paged cache: blocks are taken as tokens arrive, so nothing is
+    reserved ahead, the only internal fragmentation is each last block's empty tail, and any
+    free block serves any sequence (no external fragmentation). Requests are admitted in order
+    while their current blocks fit."""
+    blocks_free = budget_tokens // block_size
+    now = internal = 0
+    for request in requests:
+        tokens = _now(request, progress)
+        blocks = blocks_needed(tokens, block_size)
+        if blocks > blocks_free:
+            break
+        blocks_free -= blocks
+        now += tokens
+        internal += blocks * block_size - tokens
+    free = budget_tokens - now - internal
+    return Breakdown(f"paged (S={block_size})", now, 0, internal, 0, free)
+
+
+# --- fewer KV heads without retraining ---------------------------------------------------
+
+
+def mean_pool_kv_heads(model: GPT, n_kv_heads: int) -> GPT:
+    """A copy of ``model`` with ``n_kv_heads`` KV heads, each the mean of the group it replaces.
+
+    The conversion GQA's authors start from (Ainslie et al. 2023), before they "uptrain":
+    the k and v projections of each run of consecutive KV heads are averaged, and every query
+    head then reads the pooled head of its group. Nothing else changes, and nothing is trained.
+    """
+    config = model.config
+    if isinstance(n_kv_heads, bool) or not isinstance(n_kv_heads, int) or n_kv_heads < 1:
+        raise ValueError(f"n_kv_heads must be a positive integer, got {n_kv_heads!r}")
+    if config.n_kv_heads % n_kv_heads:
+        raise ValueError(f"n_kv_heads={n_kv_heads} must divide the model's n_kv_heads={config.n_kv_heads}")
+    pooled_config = dataclasses.replace(config, n_kv_heads=n_kv_heads)
+    with torch.random.fork_rng(devices=[]):  # the fresh init is overwritten: leave the caller's RNG alone
+        pooled = GPT(pooled_config)
+    group = config.n_kv_heads // n_kv_heads
+    state = {}
+    for name, tensor in model.state_dict().items():
+        if name.endswith(("attn.k_proj.weight", "attn.v_proj.weight", "attn.k_proj.bias", "attn.v_proj.bias")):
+            heads = tensor.unflatten(0, (n_kv_heads, group, config.head_dim))  # (Hkv', G, D, ...)
+            tensor = heads.mean(dim=1).flatten(0, 1)  # (Hkv'·D, ...)
+        state[name] = tensor
+    pooled.load_state_dict(state)
+    return pooled.train(model.training)
+
+
+@dataclass(frozen=True)
+class DistributionShift:
+    loss_before: float  # held-out next-token cross-entropy (nats) of the first model
+    loss_after: float  # the same for the second
+    mean_kl: float  # mean over positions of KL(first || second), nats
+    top1_agreement: float  # share of positions where both give the same likeliest token
+
+
+@torch.no_grad()
+def next_token_shift(before: GPT, after: GPT, ids: torch.Tensor, *, context: int, windows: int) -> DistributionShift:
+    """How far ``after``'s next-token distributions move from ``before``'s on held-out text.
+
+    Both read the same ``windows`` consecutive windows of ``context + 1`` tokens from the start
+    of ``ids`` (as ``lib.training.evaluate`` does), scored on every position.
+    """
+    if ids.ndim != 1 or ids.numel() < windows * context + 1:
+        raise ValueError(f"ids must be 1-D with at least windows·context + 1 = {windows * context + 1} tokens")
+    starts = torch.arange(windows)[:, None] * context  # (W, 1)
+    batch = ids[starts + torch.arange(context + 1)[None, :]]  # (W, context + 1)
+    inputs, targets = batch[:, :-1], batch[:, 1:].flatten()  # (W, context), (W·context,)
+    log_p = torch.log_softmax(before.eval()(inputs).flatten(0, 1).double(), dim=-1)  # (W·context, V)
+    log_q = torch.log_softmax(after.eval()(inputs).flatten(0, 1).double(), dim=-1)  # (W·context, V)
+    kl = (log_p.exp() * (log_p - log_q)).sum(dim=-1)  # (W·context,)
+    return DistributionShift(
+        loss_before=float(-log_p.gather(1, targets[:, None]).mean()),
+        loss_after=float(-log_q.gather(1, targets[:, None]).mean()),
+        mean_kl=float(kl.mean()),
+        top1_agreement=float((log_p.argmax(-1) == log_q.argmax(-1)).double().mean()),
+    )

@@ -25,7 +25,7 @@ def test_value_answers_agree_with_brute_force():
         "5.total-doubling": flops(12288) / flops(6144),
         "5.raised-max": [4.0, l_new],
         "5.causal-tiles": n_tiles,
-        "5.window-edges": int(sliding_window_mask(10, 10, 4).sum()),
+        "5.window-edges": int(sliding_window_mask(12, 12, 4).sum()),
         "5.global-edges": int(pattern_mask("global+local", 16, window=3, n_global=2).sum()),
     }
     for exercise_id, answer in answers.items():
@@ -74,3 +74,30 @@ def test_doubling_mistakes_are_worked_out_independently():
         result = grade(exercise, answer)
         assert result.status != CORRECT and word in result.feedback, (word, answer, result.feedback)
     assert grade(exercise, flops(8192) / flops(4096)).status != CORRECT  # N = 2d: the x2.50 the chapter prints
+
+
+def test_accumulator_answer_from_the_tiled_loop():
+    """5.accumulator's acc is what two tiles of the real loop leave before the final division."""
+    from lib.tiled_softmax import tiled_attention
+
+    # The first tile holds two keys of score 1 whose values sum to [3, -1]: it leaves m = 1,
+    # l = 2, acc = [3, -1]. The second tile is the exercise's: scores [2, 0], values [1, 0], [0, 2].
+    q = torch.tensor([[[1.0, 0.0]]])  # (H=1, N=1, D=2); scale 1 makes the score q·k
+    k = torch.tensor([[[1.0, 0.0], [1.0, 0.0], [2.0, 0.0], [0.0, 0.0]]])  # scores 1, 1, 2, 0
+    v = torch.tensor([[[1.0, -1.0], [2.0, 0.0], [1.0, 0.0], [0.0, 2.0]]])
+    out = tiled_attention(q, k, v, scale=1.0, block_q=1, block_k=2)  # acc / l after both tiles
+    acc = exercises()["5.accumulator"].expected
+    l_new = 2 * math.exp(-1) + math.exp(0) + math.exp(-2)
+    torch.testing.assert_close(out[0, 0], torch.tensor(acc) / l_new)
+    assert grade(exercises()["5.accumulator"], [round(x, 3) for x in acc]).status == CORRECT
+
+
+def test_online_softmax_update_returned_as_a_tuple_is_told_to_stack():
+    def update(m, l, block):  # right numbers, wrong container
+        m_new = torch.maximum(m, block.amax(dim=-1))
+        shift = torch.nan_to_num(m_new, neginf=0.0)
+        return m_new, l * torch.exp(m - shift) + torch.exp(block - shift[:, None]).sum(dim=-1)
+
+    result = grade(exercises()["5.online-softmax-update"], update)
+    assert result.status != CORRECT and "torch.stack" in result.feedback
+    assert "rescale" not in result.feedback

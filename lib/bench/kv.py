@@ -8,6 +8,11 @@ every new token). Times are medians over
 ``--repeats`` rounds, and the speed-up is the median of the per-round ratios, so a
 machine that slows down between rounds moves both sides together.
 
+As gpt-fast does, it also prints the memory bandwidth a cached step reaches: the bytes the
+step must read (every weight, and the cached keys and values of every layer) over its time.
+A large model on a GPU runs close to the hardware's bandwidth; this small one on a CPU
+mostly pays fixed costs per layer, and the figure shows how far it is from that bound.
+
     python -m lib.bench kv                        # contexts 256 .. 2048
     python -m lib.bench kv --contexts 2048 --repeats 7
 """
@@ -22,6 +27,8 @@ from dataclasses import dataclass
 import torch
 
 from lib.gpt import GPT, GPTConfig
+from lib.kv_cache import kv_cache_bytes
+from lib.machine import machine
 
 
 @dataclass(frozen=True)
@@ -109,9 +116,30 @@ def _measure(model: GPT, contexts: list[int], *, repeats: int, seed: int) -> lis
     return rows
 
 
-def format_rows(rows: list[DecodeTiming]) -> list[str]:
-    lines = [f"{'context':>8} {'cached ms/token':>16} {'recompute ms/token':>19} {'recompute / cached':>19}"]
-    lines += [f"{r.context:8d} {r.cached_ms:16.2f} {r.recompute_ms:19.2f} {r.speedup:18.1f}x" for r in rows]
+def decode_step_bytes(model: GPT, context: int) -> int:
+    """Bytes one cached decode step reads at least: every parameter once (a tied matrix once),
+    and ``context`` tokens' keys and values in every layer."""
+    config = model.config
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())  # parameters() lists a tied one once
+    cache = kv_cache_bytes(
+        layers=config.n_layers, batch=1, seq_len=context, kv_heads=config.n_kv_heads, head_dim=config.head_dim,
+        bytes_per_element=model.embed.weight.element_size(),
+    )  # fmt: skip
+    return weights + cache
+
+
+def effective_gb_per_s(model: GPT, row: DecodeTiming) -> float:
+    """The bandwidth a cached step reached: its bytes over its median time, in GB/s (10^9 bytes)."""
+    return decode_step_bytes(model, row.context) / (row.cached_ms / 1e3) / 1e9
+
+
+def format_rows(rows: list[DecodeTiming], model: GPT | None = None) -> list[str]:
+    """The table, one row per context; with ``model``, also the effective GB/s of the cached step."""
+    header = f"{'context':>8} {'cached ms/token':>16} {'recompute ms/token':>19} {'recompute / cached':>19}"
+    lines = [header + (f" {'GB/s':>6}" if model is not None else "")]
+    for r in rows:
+        line = f"{r.context:8d} {r.cached_ms:16.2f} {r.recompute_ms:19.2f} {r.speedup:18.1f}x"
+        lines.append(line + (f" {effective_gb_per_s(model, r):6.2f}" if model is not None else ""))
     return lines
 
 
@@ -120,7 +148,7 @@ def plot_decode_timings(rows: list[DecodeTiming], ax=None):
     import matplotlib.pyplot as plt
 
     if ax is None:
-        _, ax = plt.subplots(figsize=(6, 3.6))
+        _, ax = plt.subplots(figsize=(7, 4))
     contexts = [r.context for r in rows]
     ax.plot(contexts, [r.recompute_ms for r in rows], "o-", label="no cache: recompute the prefix")
     ax.plot(contexts, [r.cached_ms for r in rows], "s-", label="KV cache: one token reads the cache")
@@ -158,8 +186,13 @@ def main(args: argparse.Namespace) -> list[DecodeTiming]:
         f"GPT: {args.layers} layers, d_model={args.d_model}, {args.heads} heads / {args.kv_heads} KV heads, "
         f"{n_params / 1e6:.2f}M parameters, torch {torch.__version__}, {threads} threads"
     )
+    print(machine())
     rows = decode_timings(model, args.contexts, repeats=args.repeats, threads=args.threads)
-    print("\n".join(format_rows(rows)))
+    print("\n".join(format_rows(rows, model)))
+    print(
+        "GB/s: the bytes a cached step must read (weights + the context's keys and values) over its time; "
+        "compare with the memory bandwidth of this machine."
+    )
     last = rows[-1]
     print(
         f"\nAt context {last.context}: a decode step with the KV cache is {last.speedup:.0f}x faster per token "

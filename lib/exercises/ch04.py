@@ -11,7 +11,8 @@ import math
 
 import torch
 
-from lib.blocks import layer_norm, rms_norm
+from lib.blocks import layer_norm, rms_norm, swiglu_hidden
+from lib.costs import block_weights
 from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswer
 
 # --- FFN parameters: d = 96, f = 320, biases included ------------------------------------
@@ -19,9 +20,16 @@ _D, _F = 96, 320
 _FFN_WEIGHTS = 2 * _D * _F  # W1: d×f and W2: f×d
 _FFN_PARAMS = _FFN_WEIGHTS + _F + _D  # b1 has f entries, b2 has d
 
-# --- SwiGLU width matching a 4d MLP at d = 384 (weights only) ---------------------------
-_DS = 384
-_SWIGLU_F = 8 * _DS // 3  # 3·d·f = 2·d·4d  ->  f = 8d/3 = 1024
+# --- SwiGLU width matching a 4d MLP at d = 400, rounded up to a multiple of 8 ---------------
+_DS = 400
+_SWIGLU_EXACT = 8 * _DS / 3  # 3·d·f = 2·d·4d  ->  f = 8d/3 = 1066.67, not a whole width
+_SWIGLU_F = swiglu_hidden(_DS)  # rounded up to a multiple of 8: 1072
+
+# --- one block's weight matrices: d = 320, 8 query heads sharing 2 KV heads, SwiGLU ------------
+_BD, _BH, _BKV = 320, 8, 2
+_BF = swiglu_hidden(_BD)  # 8·320/3 = 853.3, rounded up to 856
+_BLOCK = block_weights(_BD, n_heads=_BH, n_kv_heads=_BKV, hidden=_BF, gated=True)
+_KV_WIDTH = _BKV * _BD // _BH  # h_kv · d_h = 2 · 40
 
 # --- LayerNorm by hand ---------------------------------------------------------------------
 _TOKEN = [2.0, 4.0, 6.0, 8.0]  # mean 5, deviations ±3, ±1, biased variance 5
@@ -59,6 +67,8 @@ CHAPTER_4 = (
         ),
         hints=("Count W1: d×f, b1: f, W2: f×d, b2: d.",),
         wrong_answers=(
+            WrongAnswer(_FFN_WEIGHTS + _D, "You forgot b1, the bias of the hidden layer: it has f = 320 entries."),
+            WrongAnswer(_FFN_WEIGHTS + _F, "You forgot b2, the bias of the output layer: it has d = 96 entries."),
             WrongAnswer(_FFN_WEIGHTS, "Those are the weights only: add the biases b1 (f entries) and b2 (d entries)."),
             WrongAnswer(
                 _D * _F + _F + _D, "You counted one weight matrix. There are two: W1 (d×f) up and W2 (f×d) down."
@@ -77,19 +87,68 @@ CHAPTER_4 = (
     ValueExercise(
         id="4.swiglu-width",
         question=(
-            f"A model with d = {_DS} swaps its 4d MLP for SwiGLU and wants the same number of weights "
-            "(ignore biases and rounding). What hidden width f should the SwiGLU use?"
+            f"A model with d = {_DS} swaps its 4d MLP for SwiGLU with about the same number of weights "
+            "(ignore biases), and, as swiglu_hidden does, rounds the hidden width up to a multiple of 8. "
+            "What hidden width f does the SwiGLU get?"
         ),
         expected=_SWIGLU_F,
         explanation=(
-            f"The MLP holds 2·d·4d = 8d² weights; SwiGLU holds three d×f matrices, 3df. "
-            f"3df = 8d² gives f = 8d/3 = {_SWIGLU_F}."
+            f"The MLP holds 2·d·4d = 8d² weights; SwiGLU holds three d×f matrices, 3df. 3df = 8d² gives "
+            f"f = 8d/3 = {_SWIGLU_EXACT:.2f}, not a whole width; the next multiple of 8 is {_SWIGLU_F}, "
+            f"which gives 3·{_DS}·{_SWIGLU_F} = {3 * _DS * _SWIGLU_F:,} weights against 8d² = {8 * _DS * _DS:,}: "
+            f"{3 * _SWIGLU_F / (8 * _DS) - 1:.1%} more."
         ),
-        hints=("Count the MLP's weights (two matrices) and SwiGLU's (three), and set them equal.",),
+        hints=("Set 3df = 8d², then round f up to the next multiple of 8.",),
         wrong_answers=(
+            WrongAnswer(
+                round(_SWIGLU_EXACT),
+                "You rounded 8d/3 to the nearest whole number; the width is rounded up to a multiple of 8.",
+            ),
+            WrongAnswer(_SWIGLU_EXACT, "8d/3 is not a whole width: round it up to a multiple of 8."),
+            WrongAnswer(
+                _SWIGLU_F - 8, "You rounded down to a multiple of 8; swiglu_hidden rounds up (at most 7 more columns)."
+            ),
             WrongAnswer(4 * _DS, "4d is the MLP's width. SwiGLU has three matrices, so f must shrink to match."),
-            WrongAnswer(4 * _DS // 3, "You matched a single d×4d matrix; the MLP has two, 8d² weights in all."),
+            WrongAnswer(
+                swiglu_hidden(_DS // 2), "You matched a single d×4d matrix; the MLP has two, 8d² weights in all."
+            ),
             WrongAnswer(2 * _DS, "That matches 8d² with four d×f matrices; SwiGLU has three (gate, up, down)."),
+        ),
+        whole=True,
+    ),
+    ValueExercise(
+        id="4.block-weights",
+        question=(
+            f"A pre-norm block has d = {_BD}, {_BH} query heads that share {_BKV} KV heads (grouped-query "
+            f"attention), and a SwiGLU FFN whose width is 8d/3 rounded up to a multiple of 8. How many weights do "
+            "its matrices hold (W_Q, W_K, W_V, W_O and the three SwiGLU matrices; no biases, no norms)?"
+        ),
+        expected=_BLOCK.total,
+        explanation=(
+            f"Head width d_h = {_BD}/{_BH} = {_BD // _BH}, so W_K and W_V map d to h_kv·d_h = {_KV_WIDTH}: "
+            f"attention holds 2·d² + 2·d·{_KV_WIDTH} = {_BLOCK.attention:,} (not 4d² = {4 * _BD * _BD:,}). "
+            f"SwiGLU's f = 853.3 rounds up to {_BF}: 3·d·f = {_BLOCK.ffn:,}. In all {_BLOCK.total:,}."
+        ),
+        hints=("Count each matrix as (inputs × outputs); the KV projections output h_kv·d_h features.",),
+        wrong_answers=(
+            WrongAnswer(
+                4 * _BD * _BD + _BLOCK.ffn,
+                "That counts 4d² for attention, as if every query head had its own KV head. Under GQA, W_K and "
+                f"W_V output only h_kv·d_h = {_KV_WIDTH} features each.",
+            ),
+            WrongAnswer(
+                _BLOCK.attention + 8 * _BD * _BD,
+                f"That is 8d² for the FFN: f = 8d/3 is not a whole width; rounded up to a multiple of 8 it is {_BF}.",
+            ),
+            WrongAnswer(
+                2 * _BD * _BD + 2 * _BD * _BKV * _BD + _BLOCK.ffn,
+                f"W_K and W_V output h_kv heads of width d_h = {_BD // _BH}, not of width d.",
+            ),
+            WrongAnswer(
+                _BD * _BD + 2 * _BD * _KV_WIDTH + _BLOCK.ffn,
+                "You left out the output projection W_O (d × d), which maps the heads back to the stream.",
+            ),
+            WrongAnswer(_BLOCK.attention + 2 * _BD * _BF, "SwiGLU has three matrices (gate, up, down), not two."),
         ),
         whole=True,
     ),

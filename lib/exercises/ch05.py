@@ -49,8 +49,10 @@ _L_NEW = _L_OLD * math.exp(_M_OLD - _M_NEW) + _BLOCK_SUM  # ≈ 1.2528
 _BLOCKS = 1024 // 64
 _CAUSAL_TILES = _BLOCKS * (_BLOCKS + 1) // 2  # query block i visits i unmasked tiles and 1 diagonal: 136
 
-# --- 5.window-edges: N = 10, causal window w = 4 ------------------------------------------
-_WINDOW_EDGES = window_pairs(10, 4)  # 4 + 3 + 2 + 1 cut short, then 6 rows of 4: 34
+# --- 5.window-edges: N = 12, causal window w = 4 ------------------------------------------
+# N = 12, not 10: at N = 10 the off-by-one window (w = 5) allows 40 pairs, the same as N·w.
+_WN, _WW = 12, 4
+_WINDOW_EDGES = window_pairs(_WN, _WW)  # rows 0, 1, 2 read 1, 2, 3 keys, the other 9 read 4: 42
 
 # --- 5.global-edges: N = 16, |i - j| < 3, g = 2 global tokens -----------------------------
 _GN, _GW, _GG = 16, 3, 2
@@ -58,6 +60,24 @@ _BAND = global_local_pairs(_GN, _GW, 0)  # the band alone: 74
 _GLOBAL_EDGES = global_local_pairs(_GN, _GW, _GG)  # 124
 _GLOBAL_CROSS = 2 * _GG * _GN - _GG**2  # pairs in the global rows and columns: 60
 _OVERLAP = _BAND + _GLOBAL_CROSS - _GLOBAL_EDGES  # of those, already in the band: 10
+
+# --- 5.accumulator: m = 1, l = 2, acc = [3, -1]; next tile scores [2, 0] on values [1, 0], [0, 2] ---
+_AM, _AL, _AACC = 1.0, 2.0, (3.0, -1.0)
+_ASCORES, _AVALUES = (2.0, 0.0), ((1.0, 0.0), (0.0, 2.0))
+_AM_NEW = max(_AM, *_ASCORES)
+
+
+def _acc_update(*, rescale: bool = True, inverted: bool = False, shift: float = _AM_NEW) -> list[float]:
+    """acc after the tile; the keywords reproduce the known mistakes."""
+    factor = math.exp(_AM_NEW - _AM) if inverted else math.exp(_AM - _AM_NEW) if rescale else 1.0
+    return [
+        _AACC[i] * factor + sum(math.exp(s - shift) * v[i] for s, v in zip(_ASCORES, _AVALUES, strict=True))
+        for i in range(2)
+    ]
+
+
+_ACC_NEW = _acc_update()  # [3/e + 1, -1/e + 2/e²] ≈ [2.1036, -0.0972]
+_AL_NEW = _AL * math.exp(_AM - _AM_NEW) + sum(math.exp(s - _AM_NEW) for s in _ASCORES)
 
 CHAPTER_5 = (
     ValueExercise(
@@ -74,6 +94,7 @@ CHAPTER_5 = (
         ),
         hints=("Count the entries, B·h·N·N, then multiply by the bytes per entry.",),
         wrong_answers=(
+            WrongAnswer(_SCORE_MIB / 1024, "That is in GiB (2³⁰ bytes); the question asks for MiB (2²⁰ bytes)."),
             WrongAnswer(_SCORE_MIB / _B, "That is one sequence: every sequence in the batch has its own matrix (×B)."),
             WrongAnswer(_SCORE_MIB / _H, "That is one head: every head has its own N×N scores (×h)."),
             WrongAnswer(_SCORE_MIB / 2, "You used 2 bytes per entry; float32 takes 4."),
@@ -214,20 +235,27 @@ CHAPTER_5 = (
         id="5.window-edges",
         question=(
             "A causal sliding window of w = 4: each query reads itself and the 3 keys before it, if they exist. "
-            "How many query-key pairs does it allow in a sequence of N = 10 tokens?"
+            f"How many query-key pairs does it allow in a sequence of N = {_WN} tokens?"
         ),
         expected=_WINDOW_EDGES,
         explanation=(
-            "The first three queries have fewer than 4 keys to read (1, 2, 3); the remaining 7 read 4 each: "
-            f"1 + 2 + 3 + 7·4 = {_WINDOW_EDGES}. At fixed w, that grows like N·w."
+            f"The first three queries have fewer than 4 keys to read (1, 2, 3); the remaining {_WN - 3} read 4 each: "
+            f"1 + 2 + 3 + {_WN - 3}·4 = {_WINDOW_EDGES}. At fixed w, that grows like N·w."
         ),
         hints=("Write down how many keys queries 0, 1, 2, … may read.",),
         wrong_answers=(
-            WrongAnswer(10 * 4, "N·w forgets that the first queries have fewer than w keys before them."),
-            WrongAnswer(causal_pairs(10), "That is full causal attention, with no window."),
-            WrongAnswer(10 * 10, "That is dense attention: every query reads every key."),
+            WrongAnswer(_WN * _WW, "N·w forgets that the first queries have fewer than w keys before them."),
             WrongAnswer(
-                global_local_pairs(10, 4, 0),
+                window_pairs(_WN, _WW + 1),
+                "Off by one: each query reads itself and the 3 keys before it, w = 4 keys in all, not itself and 4.",
+            ),
+            WrongAnswer(
+                window_pairs(_WN, _WW - 1), "Off by one: the window counts the query's own key, so w = 4 keys in all."
+            ),
+            WrongAnswer(causal_pairs(_WN), "That is full causal attention, with no window."),
+            WrongAnswer(_WN * _WN, "That is dense attention: every query reads every key."),
+            WrongAnswer(
+                global_local_pairs(_WN, _WW, 0),
                 "That is a two-sided window, |i − j| < 4. This window is causal: no key after the query.",
             ),
         ),
@@ -260,6 +288,43 @@ CHAPTER_5 = (
             WrongAnswer(_GN * _GN, "That is dense attention."),
         ),
         whole=True,
+    ),
+    ValueExercise(
+        id="5.accumulator",
+        question=(
+            f"One query row of tiled attention holds m = {_AM:g}, l = {_AL:g} and the value accumulator "
+            f"acc = {list(_AACC)} (the sum of exp(s − m)·v so far, not yet divided by l). The next tile has "
+            f"scores {list(_ASCORES)} for the values {[list(v) for v in _AVALUES]}. What is acc after the tile? "
+            "Give each number to 3 decimal places."
+        ),
+        expected=_ACC_NEW,
+        explanation=(
+            f"The tile raises m to {_AM_NEW:g}, so the old acc, taken against m = {_AM:g}, is rescaled by "
+            f"exp({_AM:g} − {_AM_NEW:g}) = {math.exp(_AM - _AM_NEW):.4f} before the tile's terms "
+            f"exp(s − {_AM_NEW:g})·v "
+            f"are added: {[round(x, 4) for x in _ACC_NEW]}. l gets the same rescale, and the output, acc / l, "
+            "is divided only once, after the last tile."
+        ),
+        hints=("m_new = max(m, max(scores)); acc_new = acc·exp(m − m_new) + Σ exp(s_j − m_new)·v_j.",),
+        wrong_answers=(
+            WrongAnswer(
+                _acc_update(rescale=False), "You added the tile without rescaling acc: multiply it by exp(m − m_new)."
+            ),
+            WrongAnswer(
+                _acc_update(inverted=True),
+                "The rescale factor is exp(m_old − m_new), at most 1; you multiplied by its inverse.",
+            ),
+            WrongAnswer(
+                _acc_update(shift=_AM),
+                "You took the tile's exponentials against the old m; every term of acc must use the new one, "
+                "and the old acc must be rescaled to it.",
+            ),
+            WrongAnswer(
+                [x / _AL_NEW for x in _ACC_NEW],
+                "That is acc / l, the output after this tile. acc itself stays unnormalized until the last tile.",
+            ),
+        ),
+        decimals=3,
     ),
 )
 
@@ -302,15 +367,18 @@ CHAPTER_5_FUNCTIONS = (
         ),
         reference=online_softmax_update_stacked,
         cases=(
+            # First, so that a function that returns the right numbers in the wrong container (a tuple,
+            # a list) hears about the container, not about a rescaling this case does not need.
+            Case(
+                "block that lowers nothing",
+                lambda: _state([5.0], [2.0], [[1.0, 2.0]]),
+                "Return one tensor, torch.stack((m_new, l_new)), of shape (2, R). Here the block is below the "
+                "current max: m stays as it is and l only gains exp(block − m).",
+            ),
             Case(
                 "block raises the max",
                 lambda: _state([1.0], [1.0], [[3.0, 0.0]]),
                 "When the block holds a larger score, m rises and the old l must be rescaled by exp(m_old − m_new).",
-            ),
-            Case(
-                "block that lowers nothing",
-                lambda: _state([5.0], [2.0], [[1.0, 2.0]]),
-                "A block below the current max leaves m as it is and only adds exp(block − m).",
             ),
             Case(
                 "row that starts at -inf",

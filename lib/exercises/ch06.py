@@ -31,6 +31,23 @@ _FORK_BLOCKS = blocks_needed(_SYSTEM, _S) + _REQUESTS * blocks_needed(_OWN, _S) 
 _N_SHORT, _N_LONG = 1000, 1024
 _BLOCKS_TWO = blocks_needed(_N_SHORT, _S) + blocks_needed(_N_LONG, _S)  # 63 + 64 = 127
 
+# 6.serving-budget: an 80 GiB GPU, 26 GiB of weights, 6 GiB of runtime buffers, 128 KiB of KV per token;
+# requests may grow to 4,096 tokens and hold 1,000 on average; blocks of 16 tokens.
+_GPU, _WEIGHTS, _BUFFERS, _PER_TOKEN_KIB, _MAX, _MEAN = 80, 26, 6, 128, 4096, 1000
+
+
+def _fits(kv_gib: float) -> list[int]:
+    """[requests reserved at the maximum, requests in a paged cache] that a KV budget holds."""
+    slots = int(kv_gib * GiB) // (_PER_TOKEN_KIB * 1024)
+    return [slots // _MAX, (slots // _S) // blocks_needed(_MEAN, _S)]
+
+
+_BUDGET_ANSWER = _fits(_GPU - _WEIGHTS - _BUFFERS)  # [96, 390]
+
+# 6.bandwidth-floor: 13B parameters at 2 bytes, a batch of 8, 0.5 GB of cache each, 3.35 TB/s.
+_FLOOR_BW, _FLOOR_BATCH, _FLOOR_CACHE = 3.35e12, 8, 0.5e9
+_FLOOR_MS = 1e3 * (13e9 * 2 + _FLOOR_BATCH * _FLOOR_CACHE) / _FLOOR_BW  # 30 GB / 3.35 TB/s ≈ 8.96 ms
+
 EXERCISES = (
     ValueExercise(
         id="6.double-length-and-batch",
@@ -219,6 +236,73 @@ EXERCISES = (
             WrongAnswer(13.0, "You counted one byte per parameter; there are two."),
         ),
         decimals=1,
+    ),
+    ValueExercise(
+        id="6.serving-budget",
+        question=(
+            f"A GPU has {_GPU} GiB. The model's weights take {_WEIGHTS} GiB and the runtime's buffers "
+            f"{_BUFFERS} GiB; the rest holds the KV cache, at {_PER_TOKEN_KIB} KiB per token. Requests may grow "
+            f"to {_MAX:,} tokens and hold {_MEAN:,} on average. (a) Reserving the maximum length for every "
+            f"request, how many run at once? (b) In a paged cache with blocks of {_S} tokens, with every request "
+            "at the average length, how many run at once? Answer [a, b]."
+        ),
+        expected=_BUDGET_ANSWER,
+        explanation=(
+            f"The cache gets {_GPU} − {_WEIGHTS} − {_BUFFERS} = {_GPU - _WEIGHTS - _BUFFERS} GiB, which is "
+            f"{(_GPU - _WEIGHTS - _BUFFERS) * GiB // (_PER_TOKEN_KIB * 1024):,} token slots at {_PER_TOKEN_KIB} KiB "
+            f"each. (a) {_BUDGET_ANSWER[0]} reservations of {_MAX:,}. (b) A {_MEAN:,}-token request holds "
+            f"ceil({_MEAN}/{_S}) = {blocks_needed(_MEAN, _S)} blocks, so the "
+            f"{(_GPU - _WEIGHTS - _BUFFERS) * GiB // (_PER_TOKEN_KIB * 1024) // _S:,} blocks serve "
+            f"{_BUDGET_ANSWER[1]}, about four times as many."
+        ),
+        hints=("First the KV budget: what the GPU holds less the weights and the buffers. Then count token slots.",),
+        wrong_answers=(
+            WrongAnswer(_fits(_GPU - _WEIGHTS), "You left out the runtime buffers: they take their 6 GiB too."),
+            WrongAnswer(_fits(_GPU - _BUFFERS), "You left out the weights: they sit in the same memory."),
+            WrongAnswer(_fits(_GPU), "The whole GPU is not the KV budget: take away the weights and the buffers."),
+            WrongAnswer(
+                [_BUDGET_ANSWER[0], (_GPU - _WEIGHTS - _BUFFERS) * GiB // (_PER_TOKEN_KIB * 1024) // _MEAN],
+                f"A paged request holds whole blocks: {_MEAN:,} tokens take {blocks_needed(_MEAN, _S)} blocks of "
+                f"{_S}, {blocks_needed(_MEAN, _S) * _S:,} slots.",
+            ),
+            WrongAnswer(
+                [_BUDGET_ANSWER[0], _BUDGET_ANSWER[1] + 1],
+                "Round down: a request that does not fit whole does not run.",
+            ),
+        ),
+        whole=True,
+    ),
+    ValueExercise(
+        id="6.bandwidth-floor",
+        question=(
+            "A 13-billion-parameter model stored at 2 bytes per parameter decodes a batch of 8 sequences on a GPU "
+            "that reads 3.35 TB/s (3.35·10^12 bytes per second). Each sequence's KV cache holds 0.5 GB (10^9 "
+            "bytes). Ignoring everything else, at least how many milliseconds does one decode step take? "
+            "Give it to 2 decimal places."
+        ),
+        expected=_FLOOR_MS,
+        explanation=(
+            "A step reads every weight once for the whole batch (26 GB) and every sequence's cache (8 × 0.5 GB): "
+            f"30 GB at 3.35 TB/s is {_FLOOR_MS:.2f} ms. Each sequence gets one token per step, so that is also "
+            "each sequence's time per token: batching shares the weight read, not the caches."
+        ),
+        hints=("Bytes read per step: weights once, plus each sequence's cache. Divide by the bandwidth.",),
+        wrong_answers=(
+            WrongAnswer(
+                1e3 * 26e9 / _FLOOR_BW, "You left out the caches: every sequence reads its own keys and values."
+            ),
+            WrongAnswer(
+                1e3 * (8 * 26e9 + 8 * 0.5e9) / _FLOOR_BW,
+                "The weights are read once per step for the whole batch, not once per sequence.",
+            ),
+            WrongAnswer(1e3 * (26e9 + 0.5e9) / _FLOOR_BW, "Each of the 8 sequences reads its own cache: 8 × 0.5 GB."),
+            WrongAnswer(
+                _FLOOR_MS / _FLOOR_BATCH,
+                "Every sequence waits for the whole step: the step time is the time per token of each.",
+            ),
+            WrongAnswer(1e3 * (52e9 + 4e9) / _FLOOR_BW, "2 bytes per parameter, not 4: the weights are 26 GB."),
+        ),
+        decimals=2,
     ),
     FunctionExercise(
         id="6.decode-mask",

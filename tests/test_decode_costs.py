@@ -1,0 +1,62 @@
+"""Decode-step bytes and FLOPs against a real model's decode step and hand arithmetic."""
+
+import pytest
+import torch
+import torch.nn as nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from lib.decode_costs import decode_step, quantized_weight_bytes
+from lib.gpt import GPT, GPTConfig
+from lib.kv_cache import kv_cache_bytes
+
+
+def test_flops_match_torch_flop_counter_on_a_decode_step():
+    torch.manual_seed(0)
+    config = GPTConfig(vocab_size=50, n_layers=2, d_model=32, n_heads=4, n_kv_heads=2, max_len=32)
+    model = GPT(config).eval()
+    for block in model.blocks:
+        block.attn.fused = False  # plain matmuls, which the counter sees
+    caches = model.new_caches(1)
+    with torch.no_grad():
+        model(torch.randint(0, 50, (1, 9)), caches=caches)  # prefill 9 tokens
+        with FlopCounterMode(display=False) as counter:
+            model(torch.randint(0, 50, (1, 1)), caches=caches)  # the 10th token reads 10 keys
+    matmul_params = sum({id(m.weight): m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear)}.values())
+    step = decode_step(params=matmul_params, layers=2, n_heads=4, kv_heads=2, head_dim=8, context=10)
+    assert counter.get_total_flops() == step.flops
+
+
+def test_the_lessons_floor_and_batching():
+    one = decode_step(params=70 * 10**9, layers=80, n_heads=64, kv_heads=8, head_dim=128, context=4096)
+    assert one.weight_bytes == 140 * 10**9
+    assert one.kv_bytes == kv_cache_bytes(layers=80, batch=1, seq_len=4096, kv_heads=8, head_dim=128)
+    assert one.floor_ms(4.8e12) == pytest.approx(1e3 * (140e9 + one.kv_bytes) / 4.8e12)
+    assert one.floor_ms(4.8e12) > 29  # 140 GB alone take 29.2 ms at 4.8 TB/s
+    many = decode_step(params=70 * 10**9, layers=80, n_heads=64, kv_heads=8, head_dim=128, context=4096, batch=32)
+    assert many.weight_bytes == one.weight_bytes and many.kv_bytes == 32 * one.kv_bytes
+    assert many.flops == 32 * one.flops and many.flop_per_byte > 10 * one.flop_per_byte
+
+
+def test_fewer_kv_heads_read_fewer_bytes_per_step():
+    mha = decode_step(params=10**9, layers=32, n_heads=32, kv_heads=32, head_dim=128, context=4096, batch=8)
+    gqa = decode_step(params=10**9, layers=32, n_heads=32, kv_heads=8, head_dim=128, context=4096, batch=8)
+    assert mha.kv_bytes == 4 * gqa.kv_bytes and mha.flops == gqa.flops
+
+
+def test_quantized_weight_bytes_counts_the_scales():
+    assert quantized_weight_bytes(1024, bits=4, group_size=128) == 512 + 8 * 2
+    assert quantized_weight_bytes(1000, bits=4, group_size=128) == 500 + 8 * 2  # a partial last group
+    assert quantized_weight_bytes(256, bits=4, group_size=32, zero_point_bytes=2) == 128 + 8 * 4
+    assert quantized_weight_bytes(70 * 10**9) * 8 / (70 * 10**9) == pytest.approx(4.125)
+
+
+@pytest.mark.parametrize("bad", [dict(context=0), dict(kv_heads=3), dict(batch=True)])
+def test_decode_step_rejects_bad_sizes(bad):
+    settings = dict(params=10, layers=1, n_heads=4, kv_heads=2, head_dim=8, context=4) | bad
+    with pytest.raises(ValueError, match="decode_step"):
+        decode_step(**settings)
+
+
+def test_quantized_weight_bytes_rejects_bad_groups():
+    with pytest.raises(ValueError, match="group_size"):
+        quantized_weight_bytes(100, group_size=0)
