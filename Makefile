@@ -34,6 +34,7 @@ $(MATHJAX): $(STAMP)
 ## in .cache/trained/, so that no notebook cell spends minutes training under nbval
 trained: $(STAMP)
 	$(BIN)/python -c "from lib.capstone import train_capstone; train_capstone(progress=False)"
+	$(BIN)/python -c "from lib import capstone as c, digits; c.train_capstone(model_options=c.ONE_LAYER_MODEL, progress=False); digits.train_digits(pool='mean', progress=False)"
 
 ## test: library tests, then nbval over every chapter (outputs of cells tagged nbval-check-output must match)
 test: $(STAMP) trained

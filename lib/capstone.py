@@ -44,6 +44,7 @@ __all__ = [
     "uniform_loss",
     "CAPSTONE_MODEL",
     "CAPSTONE_TRAINING",
+    "ONE_LAYER_MODEL",
     "CapstoneResult",
     "model_config",
     "train_capstone",
@@ -209,6 +210,8 @@ def baseline_losses(data: CapstoneData, context: int) -> dict[str, float]:
 # (114 s when the stored weights were made). Sixteen evaluation batches of
 # 16 windows cover the whole held-out part, so the curve and the baselines score the same tokens.
 CAPSTONE_MODEL = dict(n_layers=2, d_model=128, n_heads=4, n_kv_heads=2, max_len=256)  # vocab from the tokenizer
+# The same model with one layer, trained the same way (chapter 9 compares it; about 70 s of CPU).
+ONE_LAYER_MODEL = dict(CAPSTONE_MODEL, n_layers=1)
 CAPSTONE_TRAINING = TrainConfig(steps=1000, batch_size=16, context=128, lr=3e-3, min_lr=3e-4, warmup_steps=30,
                                 eval_every=50, eval_batches=16, seed=0)  # fmt: skip
 
@@ -445,3 +448,20 @@ def entropy_floor(config: CorpusConfig, data: CapstoneData) -> float:
     if "\n\n".join(p for p, _ in kept) + "\n\n" != data.val_text:
         raise ValueError("data is not prepare_data(config): its held-out text differs")
     return sum(nats for _, nats in kept) / data.val_ids.numel()
+
+
+def sampling_probabilities(logits: torch.Tensor, temperature: float, top_k: int | None = None) -> torch.Tensor:
+    """(B, V) logits -> (B, V): the distribution ``lib.gpt.sample_next`` draws from at temperature > 0.
+
+    Divide by the temperature, keep each row's ``top_k`` largest (ties with the k-th kept),
+    softmax over what is kept; the rest get probability 0.
+    """
+    if not isinstance(logits, torch.Tensor) or logits.ndim != 2:
+        raise ValueError(f"logits must have shape (B, V), got {getattr(logits, 'shape', type(logits).__name__)}")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature <= 0:
+        raise ValueError(f"temperature must be a number > 0, got {temperature!r}")
+    scaled = logits.float() / temperature  # (B, V)
+    if top_k is not None and top_k < scaled.shape[-1]:
+        kth = scaled.topk(top_k, dim=-1).values[:, -1:]  # (B, 1)
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))  # (B, V)
+    return torch.softmax(scaled, dim=-1)  # (B, V)

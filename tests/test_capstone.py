@@ -228,3 +228,17 @@ def test_entropy_floor_is_below_every_baseline(toy_data):
     assert 0 < floor < min(ngram_ladder(toy_data, 16, orders=(1, 2, 4)).values())
     with pytest.raises(ValueError, match="held-out"):
         entropy_floor(CorpusConfig(n_paragraphs=61, vocab_size=300), toy_data)
+
+
+def test_sampling_probabilities_are_what_sample_next_draws():
+    from lib.capstone import sampling_probabilities
+    from lib.gpt import sample_next
+
+    logits = torch.tensor([2.0, 1.6, 1.4, 0.0, -1.0])
+    probs = sampling_probabilities(logits[None], 0.5, 3)[0]
+    assert probs[3:].sum() == 0 and probs.sum() == pytest.approx(1.0)
+    draws = sample_next(logits.expand(40_000, -1), temperature=0.5, top_k=3, generator=torch.Generator().manual_seed(0))
+    frequencies = torch.bincount(draws, minlength=5).float() / 40_000
+    assert torch.allclose(frequencies, probs, atol=0.01)
+    with pytest.raises(ValueError, match="temperature"):
+        sampling_probabilities(logits[None], 0.0)
