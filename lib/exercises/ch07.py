@@ -288,3 +288,29 @@ EXERCISES = (
         ),
     ),
 )
+
+# --- 7.quadratic-loop (the appendix on BPE performance) ---------------------------------------
+_LOOP_S, _N_SMALL, _N_LARGE = 0.12, 1_000, 8_000
+_QUADRATIC = _LOOP_S * (_N_LARGE / _N_SMALL) ** 2  # 7.68 s
+EXERCISES = EXERCISES + (
+    ValueExercise(
+        id="7.quadratic-loop",
+        question=(
+            f"The plain BPE loop encodes a chunk of {_N_SMALL:,} bytes in {_LOOP_S} s. Its time grows as the "
+            f"square of the length. About how many seconds does a chunk of {_N_LARGE:,} bytes take, to 2 decimals?"
+        ),
+        expected=_QUADRATIC,
+        explanation=(
+            f"{_N_LARGE:,} bytes is {_N_LARGE // _N_SMALL} times as long, so {(_N_LARGE // _N_SMALL) ** 2} times "
+            f"the time: {_LOOP_S} × 64 = {_QUADRATIC:.2f} s. The heap, linear up to a log, would take about 8 times."
+        ),
+        hints=("Quadratic: double the length, four times the time.",),
+        wrong_answers=(
+            WrongAnswer(_LOOP_S * _N_LARGE / _N_SMALL, "That is linear growth (8 times); the loop is quadratic."),
+            WrongAnswer(_LOOP_S * (_N_LARGE / _N_SMALL) ** 3, "That is cubic (8³ times); quadratic is 8² times."),
+            WrongAnswer(_LOOP_S * 2 * _N_LARGE / _N_SMALL, "Squaring 8 gives 64, not 2 × 8 = 16."),
+        ),
+        atol=0.01,
+        decimals=2,
+    ),
+)
