@@ -53,6 +53,12 @@ __all__ = [
     "next_token_probabilities",
     "bigram_next_probabilities",
     "PARTS",
+    "NGramCounts",
+    "ngram_loss",
+    "ngram_ladder",
+    "entropy_floor",
+    "sampling_probabilities",
+    "text_data",
 ]
 
 
@@ -465,3 +471,35 @@ def sampling_probabilities(logits: torch.Tensor, temperature: float, top_k: int 
         kth = scaled.topk(top_k, dim=-1).values[:, -1:]  # (B, 1)
         scaled = scaled.masked_fill(scaled < kth, float("-inf"))  # (B, V)
     return torch.softmax(scaled, dim=-1)  # (B, V)
+
+
+def text_data(text: str, *, held_out: float = 0.1, vocab_size: int = 512) -> CapstoneData:
+    """Any text as capstone data: split into paragraphs (blank lines), the last ``held_out`` apart.
+
+    The same steps as ``prepare_data`` (held-out paragraphs that the training part also
+    holds are dropped; BPE trained on the training part only), for a run on real text,
+    e.g. CPython's help texts (``pydoc_data.topics``); pass the result to
+    ``train_capstone(data=...)``. Not used by the chapter: such a run takes minutes.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("text must be a non-empty string")
+    if not 0 < held_out < 1:
+        raise ValueError(f"held_out must lie strictly between 0 and 1, got {held_out}")
+    paragraphs = [p.strip() for p in text.split("\n\n") if p.strip()]
+    n_val = max(1, round(held_out * len(paragraphs)))
+    if n_val >= len(paragraphs):
+        raise ValueError(f"held_out={held_out} leaves no training paragraphs of {len(paragraphs)}")
+    seen = set(paragraphs[:-n_val])
+    val_paragraphs = [p for p in paragraphs[-n_val:] if p not in seen]
+    if not val_paragraphs:
+        raise ValueError("every held-out paragraph also occurs in the training part")
+    train_text = "\n\n".join(paragraphs[:-n_val]) + "\n\n"
+    val_text = "\n\n".join(val_paragraphs) + "\n\n"
+    tokenizer = BPETokenizer()
+    tokenizer.train(train_text, vocab_size)
+    train_ids = torch.tensor(tokenizer.encode(train_text), dtype=torch.long)  # (n_train,)
+    val_ids = torch.tensor(tokenizer.encode(val_text), dtype=torch.long)  # (n_val,)
+    digest = hashlib.sha256((train_text + val_text + repr(sorted(tokenizer.merges.items()))).encode("utf-8"))
+    return CapstoneData(
+        tokenizer, train_text, val_text, train_ids, val_ids, digest.hexdigest()[:16], n_val - len(val_paragraphs)
+    )

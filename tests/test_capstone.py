@@ -242,3 +242,16 @@ def test_sampling_probabilities_are_what_sample_next_draws():
     assert torch.allclose(frequencies, probs, atol=0.01)
     with pytest.raises(ValueError, match="temperature"):
         sampling_probabilities(logits[None], 0.0)
+
+
+def test_text_data_splits_any_text_like_prepare_data():
+    from lib.capstone import text_data
+
+    paragraphs = [f"Paragraph {i} says {'ab' * (i % 5)} and more." for i in range(40)] + ["Paragraph 0 says  and more."]
+    data = text_data("\n\n".join(paragraphs), held_out=0.1, vocab_size=280)
+    assert data.tokenizer.decode(data.train_ids.tolist()) == data.train_text
+    assert data.tokenizer.decode(data.val_ids.tolist()) == data.val_text
+    assert all(p not in data.train_text.split("\n\n") for p in data.val_text.split("\n\n") if p)
+    assert data.repeats_dropped == 1  # the last paragraph repeats the first
+    with pytest.raises(ValueError, match="text"):
+        text_data("   ")
