@@ -48,11 +48,16 @@ $(MATHJAX): $(STAMP)
 	shutil.copytree(pathlib.Path(m.__file__).parent / 'static', 'book/_static/mathjax', dirs_exist_ok=True)"
 	touch $@
 
-## trained: the capstone GPT of chapter 9, trained once (about two minutes of CPU) and cached
-## in .cache/trained/, so that no notebook cell spends minutes training under nbval
+## trained: the models chapters 8 and 9 read (the capstone GPT, its one-layer twin, the ViTs and the
+## CNN), trained once (about four minutes of CPU) and cached in .cache/trained/, so that no
+## notebook cell spends minutes training under nbval
 trained: $(STAMP)
 	@echo "The capstone GPT of chapter 9: trained the first time (about 2 minutes, a progress bar), then loaded"
 	$(BIN)/python -c "from lib.capstone import train_capstone; train_capstone(progress=True)"
+	@echo "Chapter 9's one-layer GPT, chapter 8's ViTs and CNN: about two minutes, the first time"
+	$(BIN)/python -c "from lib import capstone as c; c.train_capstone(model_options=c.ONE_LAYER_MODEL, progress=True)"
+	$(BIN)/python -c "from lib import digits as d; d.train_digits(); d.train_digits(patch=4); \
+	  d.train_digits(pool='mean'); d.train_digits_baseline()"
 
 ## test: library tests, then nbval over every chapter (outputs of cells tagged nbval-check-output must match).
 ## A cell may take NBVAL_CELL_TIMEOUT seconds (nbval's default is 2000): the slowest, chapter 8's

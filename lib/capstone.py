@@ -44,6 +44,7 @@ __all__ = [
     "uniform_loss",
     "CAPSTONE_MODEL",
     "CAPSTONE_TRAINING",
+    "ONE_LAYER_MODEL",
     "CapstoneResult",
     "model_config",
     "train_capstone",
@@ -52,6 +53,12 @@ __all__ = [
     "next_token_probabilities",
     "bigram_next_probabilities",
     "PARTS",
+    "NGramCounts",
+    "ngram_loss",
+    "ngram_ladder",
+    "entropy_floor",
+    "sampling_probabilities",
+    "text_data",
 ]
 
 
@@ -209,6 +216,8 @@ def baseline_losses(data: CapstoneData, context: int) -> dict[str, float]:
 # (114 s when the stored weights were made). Sixteen evaluation batches of
 # 16 windows cover the whole held-out part, so the curve and the baselines score the same tokens.
 CAPSTONE_MODEL = dict(n_layers=2, d_model=128, n_heads=4, n_kv_heads=2, max_len=256)  # vocab from the tokenizer
+# The same model with one layer, trained the same way (chapter 9 compares it; about 70 s of CPU).
+ONE_LAYER_MODEL = dict(CAPSTONE_MODEL, n_layers=1)
 CAPSTONE_TRAINING = TrainConfig(steps=1000, batch_size=16, context=128, lr=3e-3, min_lr=3e-4, warmup_steps=30,
                                 eval_every=50, eval_batches=16, seed=0)  # fmt: skip
 
@@ -354,3 +363,143 @@ PARTS = (
     ("story corpus from a small grammar", "lib.stories", 9),
     ("baselines, training loop, cached run", "lib.capstone, lib.training", 9),
 )
+
+
+# --- How far back each structure needs to look: the n-gram ladder and the entropy floor ---------
+class NGramCounts:
+    """Counts of every n-gram up to ``max_order`` in a training stream, for ``ngram_loss``.
+
+    ``table[m][context]`` maps the next token to its count after ``context`` (a tuple of
+    m - 1 ids); ``totals[m][context]`` is the row's sum.
+    """
+
+    def __init__(self, train_ids: torch.Tensor, vocab_size: int, max_order: int) -> None:
+        if isinstance(max_order, bool) or not isinstance(max_order, int) or max_order < 1:
+            raise ValueError(f"max_order must be a positive integer, got {max_order!r}")
+        ids = _check_stream("train_ids", train_ids, vocab_size).tolist()
+        self.vocab_size, self.max_order, self.n_train = vocab_size, max_order, len(ids)
+        self.table: list[dict[tuple[int, ...], dict[int, int]]] = [{} for _ in range(max_order + 1)]
+        self.totals: list[dict[tuple[int, ...], int]] = [{} for _ in range(max_order + 1)]
+        for m in range(1, max_order + 1):
+            table, totals = self.table[m], self.totals[m]
+            for end in range(m - 1, len(ids)):
+                context, token = tuple(ids[end - m + 1 : end]), ids[end]
+                row = table.setdefault(context, {})
+                row[token] = row.get(token, 0) + 1
+                totals[context] = totals.get(context, 0) + 1
+
+    def probability(self, token: int, context: tuple[int, ...], strength: float) -> float:
+        """P(token | the last max_order - 1 tokens of context), each order smoothed toward the one below.
+
+        P_m(w | c) = (count(c, w) + strength · P_{m-1}(w | c minus its first token)) / (count(c) + strength),
+        an order whose context never occurred in training falls back to the order below, and
+        the unigram is add-one smoothed, so every probability is positive and each row sums to 1.
+        """
+        context = tuple(context[len(context) - (self.max_order - 1) :]) if self.max_order > 1 else ()
+        unigram = self.table[1][()]
+        p = (unigram.get(token, 0) + 1) / (self.n_train + self.vocab_size)
+        for m in range(2, len(context) + 2):
+            c = context[len(context) - (m - 1) :]
+            total = self.totals[m].get(c)
+            if total is None:
+                break  # a longer context that ends in this one was never seen either
+            p = (self.table[m][c].get(token, 0) + strength * p) / (total + strength)
+        return p
+
+
+def ngram_loss(counts: NGramCounts, val_ids: torch.Tensor, order: int, *, context: int, strength: float) -> float:
+    """Held-out cross-entropy (nats) of an order-``order`` n-gram on the tokens ``evaluate`` scores.
+
+    Like the GPT, the n-gram reads only the window it is in: a target's context is cut at
+    the start of its window (so the first targets of a window get shorter contexts).
+    """
+    if not 1 <= order <= counts.max_order:
+        raise ValueError(f"order must lie in 1..{counts.max_order} (the counts' max_order), got {order}")
+    ids = _check_stream("val_ids", val_ids, counts.vocab_size).tolist()
+    previous, targets = scored_targets(len(ids), context)
+    sub = NGramCounts.__new__(NGramCounts)
+    sub.__dict__.update(counts.__dict__, max_order=order)
+    total = 0.0
+    for target in targets.tolist():
+        window_start = (target - 1) // context * context
+        start = max(window_start, target - order + 1)
+        total -= math.log(sub.probability(ids[target], tuple(ids[start:target]), strength))
+    return total / len(targets)
+
+
+def ngram_ladder(data: CapstoneData, context: int, orders: tuple[int, ...] = (1, 2, 3, 6),
+                 strengths: tuple[float, ...] = (0.1, 0.3, 1.0, 3.0)) -> dict[int, float]:  # fmt: skip
+    """Held-out loss of n-grams of each order, each at its best smoothing strength on the held-out split."""
+    counts = NGramCounts(data.train_ids, len(data.tokenizer), max(orders))
+    return {
+        order: min(ngram_loss(counts, data.val_ids, order, context=context, strength=s) for s in strengths)
+        for order in orders
+    }
+
+
+def entropy_floor(config: CorpusConfig, data: CapstoneData) -> float:
+    """The grammar's own loss on the held-out text: -ln P(every held-out paragraph) per held-out token (nats).
+
+    ``lib.stories.tiny_stories_nats`` gives each paragraph's exact probability under the
+    grammar that wrote it. The text is the held-out part of ``prepare_data(config)``; the
+    paragraph breaks cost nothing (the grammar always writes one), and the total is shared
+    over the held-out tokens, the mean per token that a model would pay at best.
+    """
+    from lib.stories import tiny_stories_nats
+
+    paragraphs = tiny_stories_nats(config.n_paragraphs, config.seed)
+    n_val = max(1, round(config.held_out * len(paragraphs)))
+    seen = {p for p, _ in paragraphs[:-n_val]}
+    kept = [(p, nats) for p, nats in paragraphs[-n_val:] if p not in seen]
+    if "\n\n".join(p for p, _ in kept) + "\n\n" != data.val_text:
+        raise ValueError("data is not prepare_data(config): its held-out text differs")
+    return sum(nats for _, nats in kept) / data.val_ids.numel()
+
+
+def sampling_probabilities(logits: torch.Tensor, temperature: float, top_k: int | None = None) -> torch.Tensor:
+    """(B, V) logits -> (B, V): the distribution ``lib.gpt.sample_next`` draws from at temperature > 0.
+
+    Divide by the temperature, keep each row's ``top_k`` largest (ties with the k-th kept),
+    softmax over what is kept; the rest get probability 0.
+    """
+    if not isinstance(logits, torch.Tensor) or logits.ndim != 2:
+        raise ValueError(f"logits must have shape (B, V), got {getattr(logits, 'shape', type(logits).__name__)}")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature <= 0:
+        raise ValueError(f"temperature must be a number > 0, got {temperature!r}")
+    scaled = logits.float() / temperature  # (B, V)
+    if top_k is not None and top_k < scaled.shape[-1]:
+        kth = scaled.topk(top_k, dim=-1).values[:, -1:]  # (B, 1)
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))  # (B, V)
+    return torch.softmax(scaled, dim=-1)  # (B, V)
+
+
+def text_data(text: str, *, held_out: float = 0.1, vocab_size: int = 512) -> CapstoneData:
+    """Any text as capstone data: split into paragraphs (blank lines), the last ``held_out`` apart.
+
+    The same steps as ``prepare_data`` (held-out paragraphs that the training part also
+    holds are dropped; BPE trained on the training part only), for a run on real text,
+    e.g. CPython's help texts (``pydoc_data.topics``); pass the result to
+    ``train_capstone(data=...)``. Not used by the chapter: such a run takes minutes.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("text must be a non-empty string")
+    if not 0 < held_out < 1:
+        raise ValueError(f"held_out must lie strictly between 0 and 1, got {held_out}")
+    paragraphs = [p.strip() for p in text.split("\n\n") if p.strip()]
+    n_val = max(1, round(held_out * len(paragraphs)))
+    if n_val >= len(paragraphs):
+        raise ValueError(f"held_out={held_out} leaves no training paragraphs of {len(paragraphs)}")
+    seen = set(paragraphs[:-n_val])
+    val_paragraphs = [p for p in paragraphs[-n_val:] if p not in seen]
+    if not val_paragraphs:
+        raise ValueError("every held-out paragraph also occurs in the training part")
+    train_text = "\n\n".join(paragraphs[:-n_val]) + "\n\n"
+    val_text = "\n\n".join(val_paragraphs) + "\n\n"
+    tokenizer = BPETokenizer()
+    tokenizer.train(train_text, vocab_size)
+    train_ids = torch.tensor(tokenizer.encode(train_text), dtype=torch.long)  # (n_train,)
+    val_ids = torch.tensor(tokenizer.encode(val_text), dtype=torch.long)  # (n_val,)
+    digest = hashlib.sha256((train_text + val_text + repr(sorted(tokenizer.merges.items()))).encode("utf-8"))
+    return CapstoneData(
+        tokenizer, train_text, val_text, train_ids, val_ids, digest.hexdigest()[:16], n_val - len(val_paragraphs)
+    )

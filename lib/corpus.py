@@ -139,3 +139,23 @@ def multilingual_corpus(n_bytes: int, seed: int = 0, languages: tuple[str, ...] 
             size += len(paragraph.encode("utf-8"))
         round_ += 1
     return "".join(paragraphs).encode("utf-8")[:n_bytes].decode("utf-8", errors="ignore")
+
+
+def language_shares(n_bytes: int, seed: int = 0, languages: tuple[str, ...] | None = None) -> dict[str, float]:
+    """The share of ``multilingual_corpus(n_bytes, seed, languages)``'s UTF-8 bytes that each language takes.
+
+    The corpus gives every language the same number of sentences per round, not the same
+    number of bytes: a line of Python or a sentence in a script of two- or three-byte
+    characters is longer in bytes than one in Chinese, whose sentences are a few
+    characters. The shares count the paragraphs as generated, before the last one is cut.
+    """
+    languages = tuple(SAMPLE_TEXTS) if languages is None else tuple(languages)
+    sizes = dict.fromkeys(languages, 0)
+    size, round_ = 0, 0
+    while size < n_bytes:
+        for name in languages:
+            paragraph = "\n".join(sentences(name, 3, seed=seed * 1_000_003 + round_)) + "\n\n"
+            sizes[name] += len(paragraph.encode("utf-8"))
+            size += len(paragraph.encode("utf-8"))
+        round_ += 1
+    return {name: count / size for name, count in sizes.items()}

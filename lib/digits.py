@@ -24,7 +24,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from lib.vit import ViT
+from lib.vit import MeanPoolViT, ViT
 
 __all__ = [
     "DigitsSplit",
@@ -36,6 +36,7 @@ __all__ = [
     "SmallCNN",
     "train_digits_baseline",
     "train_digits",
+    "shifted",
 ]
 
 
@@ -243,6 +244,7 @@ def train_digits(
     hidden: int = 96,
     dropout: float = 0.1,
     epochs: int = TRAINING["epochs"],
+    pool: str = "class",
     progress: bool | None = None,
     retrain: bool = False,
 ) -> DigitsResult:
@@ -252,8 +254,11 @@ def train_digits(
     (``fit_classifier``, on one CPU thread) takes about 20 s of CPU time. The
     weights are cached on disk (``lib.trained``) under a key made of every setting below,
     so a second call with the same settings loads them instead of training. ``progress``
-    draws a tqdm bar (default: when a terminal or notebook is watching).
+    draws a tqdm bar (default: when a terminal or notebook is watching). ``pool="mean"``
+    trains ``lib.vit.MeanPoolViT`` instead: no class token, the mean patch token classified.
     """
+    if pool not in ("class", "mean"):
+        raise ValueError(f"pool must be 'class' or 'mean', got {pool!r}")
     config = {
         "model": "vit",
         "seed": seed,
@@ -266,8 +271,27 @@ def train_digits(
         **TRAINING,
         "epochs": epochs,
     }
+    if pool != "class":
+        config["pool"] = pool  # only then: the class-token runs keep the cache keys they had
 
     def build() -> ViT:
-        return ViT(8, patch, 1, 10, d_model, n_layers, n_heads, hidden=hidden, dropout=dropout)
+        model = MeanPoolViT if pool == "mean" else ViT
+        return model(8, patch, 1, 10, d_model, n_layers, n_heads, hidden=hidden, dropout=dropout)
 
     return fit_classifier("vit-digits", build, config, progress=progress, retrain=retrain)
+
+
+def shifted(images: torch.Tensor, dx: int) -> torch.Tensor:
+    """(B, C, H, W) images moved ``dx`` pixels to the right; the columns uncovered on the left are background.
+
+    Background is each image's lowest value (the digits' blank paper, -1 after scaling);
+    the ``dx`` rightmost columns fall off the edge.
+    """
+    if images.ndim != 4:
+        raise ValueError(f"images must have shape (B, C, H, W), got {tuple(images.shape)}")
+    if isinstance(dx, bool) or not isinstance(dx, int) or not 0 <= dx < images.shape[-1]:
+        raise ValueError(f"dx must be an integer in 0..{images.shape[-1] - 1} (the width W - 1), got {dx!r}")
+    background = images.amin(dim=(1, 2, 3), keepdim=True).expand_as(images)  # (B, C, H, W)
+    out = background.clone()
+    out[..., dx:] = images[..., : images.shape[-1] - dx]
+    return out

@@ -23,9 +23,10 @@ TinyStories (Eldan and Li, 2023): text simple enough for a very small model to l
 
 from __future__ import annotations
 
+import math
 import random
 
-__all__ = ["NAMES", "story", "agreement", "counting", "tiny_stories"]
+__all__ = ["NAMES", "story", "agreement", "counting", "tiny_stories", "tiny_stories_nats"]
 
 NAMES = (
     ("Mia", "she"), ("Tom", "he"), ("Lena", "she"), ("Sam", "he"), ("Nora", "she"), ("Leo", "he"),
@@ -96,3 +97,48 @@ def tiny_stories(n_paragraphs: int, seed: int = 0) -> list[str]:
     rng = random.Random(seed)
     kinds = (story, story, agreement, counting)
     return [rng.choice(kinds)(rng) for _ in range(n_paragraphs)]
+
+
+# --- The entropy floor: what the grammar itself assigns -------------------------------------
+class _Recorder(random.Random):
+    """A ``random.Random`` that adds up -ln P of every draw it makes, and draws exactly what its parent draws.
+
+    ``choice`` over n items and ``randrange(n)`` each pick one of n equally likely outcomes;
+    CPython implements both with ``_randbelow``, which is not overridden, so the stream of
+    draws (and so the text) is the one ``random.Random`` gives.
+    """
+
+    def __init__(self, seed: object) -> None:
+        super().__init__(seed)
+        self.nats = 0.0
+
+    def choice(self, seq):  # type: ignore[override]
+        self.nats += math.log(len(seq))
+        return super().choice(seq)
+
+    def randrange(self, *args):  # type: ignore[override]
+        if len(args) != 1:
+            raise NotImplementedError("the grammar draws randrange(n) only")
+        self.nats += math.log(args[0])
+        return super().randrange(args[0])
+
+
+def tiny_stories_nats(n_paragraphs: int, seed: int = 0) -> list[tuple[str, float]]:
+    """``tiny_stories(n_paragraphs, seed)``'s paragraphs, each with -ln P(paragraph) under the grammar (nats).
+
+    The grammar is known, so this is the exact probability of each paragraph: the sum of
+    the log-probabilities of the draws that wrote it. Every paragraph has exactly one
+    derivation, except that ``story`` is listed twice among the kinds: its probability is
+    counted once, as 2/4. The mean of these over many paragraphs, divided by the tokens
+    they take, is the entropy floor: no model of this text can score a lower expected loss.
+    """
+    if isinstance(n_paragraphs, bool) or not isinstance(n_paragraphs, int) or n_paragraphs < 1:
+        raise ValueError(f"n_paragraphs must be a positive integer, got {n_paragraphs!r}")
+    rng = _Recorder(seed)
+    kinds = (story, story, agreement, counting)
+    out = []
+    for _ in range(n_paragraphs):
+        write = random.Random.choice(rng, kinds)  # the kind: its probability is counted below
+        rng.nats = -math.log(kinds.count(write) / len(kinds))
+        out.append((write(rng), rng.nats))
+    return out

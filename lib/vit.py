@@ -42,6 +42,11 @@ __all__ = [
     "PatchCost",
     "patch_cost",
     "ViT",
+    "position_similarity_by_distance",
+    "resize_positions",
+    "at_resolution",
+    "MeanPoolViT",
+    "layer_macs",
 ]
 
 
@@ -331,3 +336,92 @@ class ViT(nn.Module):
             maps.append(weights[:, :, 0])  # (B, h, T)
             x = block(x)  # (B, T, d)
         return torch.stack(maps, dim=1)  # (B, L, h, T)
+
+
+# --- What the trained positions hold, and positions for a new resolution ---------------------------
+def position_similarity_by_distance(model: ViT) -> dict[float, float]:
+    """Mean cosine similarity of two patches' learned position vectors, by their distance on the grid.
+
+    Distance is Euclidean in patch units (1 for neighbours in a row or column, √2 for
+    diagonal neighbours, ...). The class token's row is left out. A table that had learned
+    the 2-D layout would give near patches more alike vectors than distant ones.
+    """
+    rows, cols = model.patch_embed.grid
+    table = model.positions[0, 1:].detach()  # (N, d): one row per patch, row-major
+    unit = table / table.norm(dim=-1, keepdim=True)  # (N, d)
+    cosine = unit @ unit.T  # (N, N)
+    r, c = torch.meshgrid(torch.arange(rows), torch.arange(cols), indexing="ij")
+    where = torch.stack([r.flatten(), c.flatten()], dim=-1).float()  # (N, 2)
+    distance = torch.cdist(where, where)  # (N, N)
+    off_diagonal = ~torch.eye(len(table), dtype=torch.bool)
+    out = {}
+    for value in sorted(set(distance[off_diagonal].round(decimals=4).tolist())):
+        pick = off_diagonal & ((distance - value).abs() < 1e-3)
+        out[value] = float(cosine[pick].mean())
+    return out
+
+
+def resize_positions(positions: torch.Tensor, grid: tuple[int, int], new_grid: tuple[int, int]) -> torch.Tensor:
+    """(1, 1 + Hp·Wp, d) -> (1, 1 + Hp'·Wp', d): the patch rows resampled bicubically on the 2-D grid.
+
+    What timm does to run a ViT at a resolution it was not trained at: the class token's
+    row is kept, the patch rows are laid back on their (Hp, Wp) grid and interpolated to
+    (Hp', Wp'). The table then fits; whether the model still works is another question
+    (each patch now covers a different share of the object).
+    """
+    if positions.ndim != 3 or positions.shape[0] != 1 or positions.shape[1] != 1 + grid[0] * grid[1]:
+        raise ValueError(f"positions must have shape (1, 1 + {grid[0]}·{grid[1]}, d), got {tuple(positions.shape)}")
+    cls, patches = positions[:, :1], positions[:, 1:]  # (1, 1, d), (1, N, d)
+    d = positions.shape[-1]
+    laid = patches.reshape(1, grid[0], grid[1], d).permute(0, 3, 1, 2)  # (1, d, Hp, Wp)
+    resized = nn.functional.interpolate(laid, size=new_grid, mode="bicubic", align_corners=False)  # (1, d, Hp', Wp')
+    return torch.cat([cls, resized.permute(0, 2, 3, 1).reshape(1, -1, d)], dim=1)  # (1, 1 + N', d)
+
+
+def at_resolution(model: ViT, image_size: int | tuple[int, int]) -> ViT:
+    """A copy of ``model`` that reads images of ``image_size``: same patch size and weights, positions resized."""
+    import copy
+
+    new = copy.deepcopy(model)
+    old = model.patch_embed
+    embed = PatchEmbed(image_size, old.patch, old.in_channels, old.proj.out_features)
+    embed.proj.load_state_dict(old.proj.state_dict())
+    new.patch_embed = embed
+    new.positions = nn.Parameter(resize_positions(model.positions.detach(), old.grid, embed.grid))
+    new.n_tokens = 1 + embed.n_patches
+    return new
+
+
+class MeanPoolViT(ViT):
+    """``ViT`` without a class token: the mean of the final patch tokens is classified.
+
+    The other pooling Dosovitskiy et al. (2020) compare: every patch token feeds the head
+    equally, and no token is set apart to gather the others. Positions cover the N patches.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.class_token = None  # no class token: every token is a patch
+        self.n_tokens -= 1
+        self.positions = nn.Parameter(self.positions.detach()[:, 1:].clone())  # (1, N, d)
+
+    def tokens(self, images: torch.Tensor) -> torch.Tensor:
+        return self.patch_embed(images) + self.positions  # (B, N, d)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        x = self.tokens(images)  # (B, N, d)
+        for block in self.blocks:
+            x = block(x)  # (B, N, d)
+        return self.head(self.norm(x.mean(dim=1)))  # (B, K): the mean of the patch tokens
+
+
+def layer_macs(image_size: int | tuple[int, int], patch: int, *, d_model: int = 768) -> dict[str, float]:
+    """Multiply-adds of one ViT layer on one image: the linear part, attention, and attention's share.
+
+    Linear: the four d×d projections (4·T·d²) and an FFN of width 4d (8·T·d²), 12·T·d² in
+    all. Attention: q·kᵀ and weights·v, 2·T²·d. Attention's share is T / (T + 6d): it
+    passes half once T > 6d.
+    """
+    tokens = patch_cost(image_size, patch, d_model=d_model).tokens
+    linear, attn = 12 * tokens * d_model**2, 2 * tokens**2 * d_model
+    return {"tokens": tokens, "linear": linear, "attention": attn, "attention_share": attn / (linear + attn)}

@@ -190,3 +190,68 @@ def test_parts_name_real_modules():
         assert 1 <= chapter <= 9, part
         for name in modules.split(", "):
             importlib.import_module(name)
+
+
+def test_ngram_orders_one_and_two_match_hand_counts(toy_data):
+    from lib.capstone import NGramCounts, ngram_loss
+
+    train = torch.tensor([0, 1, 0, 1, 0, 2, 0, 1])
+    counts = NGramCounts(train, 3, 2)
+    # unigram add-one: counts 4, 3, 1 over 8 tokens + 3
+    assert counts.probability(1, (), 1.0) == pytest.approx(4 / 11)
+    # bigram after 0: 1 three times, 2 once; strength 1 toward the unigram
+    assert counts.probability(1, (0,), 1.0) == pytest.approx((3 + 4 / 11) / (4 + 1))
+    # an unseen context (2 is followed by 0 only, 1 by 0 only) still gives a distribution
+    assert sum(counts.probability(t, (2,), 0.5) for t in range(3)) == pytest.approx(1.0)
+    val = torch.tensor([0, 1, 0, 2, 0])
+    # windows of 3 tokens overlapping by one: targets 1|0, 0|1, then 2|0, 0|2
+    pairs = ((1, 0), (0, 1), (2, 0), (0, 2))
+    expected = -sum(math.log(counts.probability(t, (c,), 1.0)) for t, c in pairs) / 4
+    assert ngram_loss(counts, val, 2, context=2, strength=1.0) == pytest.approx(expected)
+
+
+def test_ngram_rows_sum_to_one_and_longer_contexts_help(toy_data):
+    from lib.capstone import NGramCounts, ngram_ladder
+
+    counts = NGramCounts(toy_data.train_ids, len(toy_data.tokenizer), 4)
+    context = tuple(toy_data.train_ids[:3].tolist())
+    total = sum(counts.probability(t, context, 0.3) for t in range(len(toy_data.tokenizer)))
+    assert total == pytest.approx(1.0)
+    ladder = ngram_ladder(toy_data, 16, orders=(1, 2, 4))
+    assert ladder[1] > ladder[2] > ladder[4]
+
+
+def test_entropy_floor_is_below_every_baseline(toy_data):
+    from lib.capstone import entropy_floor, ngram_ladder
+
+    floor = entropy_floor(TOY_CORPUS, toy_data)
+    assert 0 < floor < min(ngram_ladder(toy_data, 16, orders=(1, 2, 4)).values())
+    with pytest.raises(ValueError, match="held-out"):
+        entropy_floor(CorpusConfig(n_paragraphs=61, vocab_size=300), toy_data)
+
+
+def test_sampling_probabilities_are_what_sample_next_draws():
+    from lib.capstone import sampling_probabilities
+    from lib.gpt import sample_next
+
+    logits = torch.tensor([2.0, 1.6, 1.4, 0.0, -1.0])
+    probs = sampling_probabilities(logits[None], 0.5, 3)[0]
+    assert probs[3:].sum() == 0 and probs.sum() == pytest.approx(1.0)
+    draws = sample_next(logits.expand(40_000, -1), temperature=0.5, top_k=3, generator=torch.Generator().manual_seed(0))
+    frequencies = torch.bincount(draws, minlength=5).float() / 40_000
+    assert torch.allclose(frequencies, probs, atol=0.01)
+    with pytest.raises(ValueError, match="temperature"):
+        sampling_probabilities(logits[None], 0.0)
+
+
+def test_text_data_splits_any_text_like_prepare_data():
+    from lib.capstone import text_data
+
+    paragraphs = [f"Paragraph {i} says {'ab' * (i % 5)} and more." for i in range(40)] + ["Paragraph 0 says  and more."]
+    data = text_data("\n\n".join(paragraphs), held_out=0.1, vocab_size=280)
+    assert data.tokenizer.decode(data.train_ids.tolist()) == data.train_text
+    assert data.tokenizer.decode(data.val_ids.tolist()) == data.val_text
+    assert all(p not in data.train_text.split("\n\n") for p in data.val_text.split("\n\n") if p)
+    assert data.repeats_dropped == 1  # the last paragraph repeats the first
+    with pytest.raises(ValueError, match="text"):
+        text_data("   ")

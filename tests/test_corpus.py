@@ -50,3 +50,18 @@ def test_errors_name_the_argument():
         multilingual_corpus(-1)
     with pytest.raises(ValueError, match="name must be one of"):
         sentences("Klingon", 1)
+
+
+def test_language_shares_count_each_languages_bytes():
+    """Against an independent count: split a two-language corpus into paragraphs and sort them by script."""
+    import regex
+
+    from lib.corpus import language_shares
+
+    shares = language_shares(40_000, languages=("English", "Chinese"))
+    assert sum(shares.values()) == pytest.approx(1.0)
+    text = multilingual_corpus(40_000, languages=("English", "Chinese"))
+    paragraphs = [p + "\n\n" for p in text.split("\n\n") if p]
+    han = sum(len(p.encode()) for p in paragraphs if regex.search(r"\p{Han}", p))
+    assert han / len(text.encode()) == pytest.approx(shares["Chinese"], abs=0.01)
+    assert shares["English"] > 1.5 * shares["Chinese"]  # equal sentences, unequal bytes

@@ -125,3 +125,15 @@ def test_train_digits_reaches_97_percent_held_out():
     assert again.test_accuracy == result.test_accuracy
     ours, theirs = again.model.state_dict(), result.model.state_dict()
     assert ours.keys() == theirs.keys() and all(torch.equal(ours[name], theirs[name]) for name in ours)
+
+
+def test_shifted_moves_columns_right_and_fills_with_background():
+    from lib.digits import shifted
+
+    images = torch.arange(2 * 1 * 2 * 3, dtype=torch.float32).reshape(2, 1, 2, 3)
+    out = shifted(images, 1)
+    assert torch.equal(out[0, 0], torch.tensor([[0.0, 0.0, 1.0], [0.0, 3.0, 4.0]]))
+    assert torch.equal(out[1, 0], torch.tensor([[6.0, 6.0, 7.0], [6.0, 9.0, 10.0]]))
+    assert torch.equal(shifted(images, 0), images)
+    with pytest.raises(ValueError, match="dx"):
+        shifted(images, 3)

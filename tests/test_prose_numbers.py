@@ -39,9 +39,9 @@ ALLOWED: dict[str, set[str]] = {
     "04_transformer_block": set(),
     "05_costs_and_flashattention": set(),
     "06_kv_cache_and_serving": set(),
-    "07_tokenizers": {"64", "255", "4096", "8192", "99.95"},
+    "07_tokenizers": set(),
     "08_vision_transformer": set(),
-    "09_capstone_tiny_gpt": {"199", "300000"},
+    "09_capstone_tiny_gpt": set(),
 }
 
 _NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?![\w])")

@@ -1,6 +1,7 @@
 """The story corpus: pinned across machines and Python versions, and its grammar's promises kept."""
 
 import hashlib
+import math
 import random
 import re
 
@@ -64,3 +65,31 @@ def test_counting_lines_are_progressions():
 def test_bad_count_raises():
     with pytest.raises(ValueError, match="n_paragraphs"):
         tiny_stories(0)
+
+
+def test_nats_are_the_paragraphs_exact_probabilities():
+    """The recorder changes no draw, and each probability is the product of the grammar's choices."""
+    from lib.stories import ACTIVITIES, ADJECTIVES, ANIMALS, OBJECTS, PLACES, REPLIES, tiny_stories_nats
+
+    pairs = tiny_stories_nats(300, seed=3)
+    assert [p for p, _ in pairs] == tiny_stories(300, seed=3)
+    for paragraph, nats in pairs:
+        if paragraph.startswith("Count"):
+            assert nats == pytest.approx(math.log(4 * 5 * 21 * 4))  # kind, step, start, length
+        elif paragraph.startswith("Once"):
+            morning = "Every morning" in paragraph
+            p = (2 / 4) / len(NAMES) / (len(NAMES) - 1) / len(OBJECTS) / len(ADJECTIVES) / len(ANIMALS) ** 2
+            p *= 1 / len(PLACES) / 2 / (len(ACTIVITIES) if morning else 1) / len(REPLIES) / 2
+            assert nats == pytest.approx(-math.log(p))
+        else:
+            n = paragraph.count(".")
+            assert nats == pytest.approx(math.log(4 * 3) + n * math.log(2 * 6 * 2 * 6 * 4 * 5))
+
+
+def test_counting_probabilities_sum_to_the_kinds_share():
+    """Summed over every counting line the grammar can write, P is that kind's 1/4."""
+    from lib.stories import tiny_stories_nats
+
+    lines = {p: nats for p, nats in tiny_stories_nats(4000, seed=0) if p.startswith("Count")}
+    assert len(lines) > 300  # most of the 420 lines occur
+    assert sum(math.exp(-n) for n in lines.values()) == pytest.approx(len(lines) / 420 / 4)

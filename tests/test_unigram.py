@@ -159,3 +159,25 @@ def test_one_long_line_trains_in_windows_and_round_trips():
     tokenizer.train(line, 400, pattern=None)
     assert len(tokenizer) == 400
     assert tokenizer.decode(tokenizer.encode(line[:5000])) == line[:5000]
+
+
+def test_sampled_segmentations_follow_the_enumerated_probabilities():
+    import random
+    from collections import Counter
+
+    from lib.tokenizer.unigram import UnigramTokenizer, sample_segmentation, segmentation_probabilities
+
+    tok = UnigramTokenizer()
+    tok.scores = {"a": -2.0, "b": -2.0, "c": -2.0, "ab": -2.5, "bc": -3.0, "abc": -4.0}
+    tok.max_piece_len = 3
+    for alpha in (1.0, 0.3):
+        exact = dict(segmentation_probabilities(tok, "abc", alpha))
+        assert len(exact) == 4 and sum(exact.values()) == pytest.approx(1.0)
+        rng = random.Random(0)
+        draws = Counter(tuple(sample_segmentation(tok, "abc", rng, alpha)) for _ in range(20_000))
+        for split, p in exact.items():
+            assert draws[split] / 20_000 == pytest.approx(p, abs=0.015)
+    best = segmentation_probabilities(tok, "abc", 50.0)[0][0]
+    assert list(best) == tok.segment("abc")
+    with pytest.raises(ValueError, match="alpha"):
+        sample_segmentation(tok, "abc", random.Random(0), 0.0)

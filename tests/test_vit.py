@@ -197,3 +197,62 @@ def test_small_cnn_is_about_the_size_of_the_vit():
     vit = ViT(8, 2, 1, 10, 48, 2, 4, hidden=96)
     sizes = [sum(p.numel() for p in m.parameters()) for m in (vit, SmallCNN())]
     assert 0.8 < sizes[0] / sizes[1] < 1.25
+
+
+def test_resize_positions_keeps_the_class_row_and_is_identity_on_the_same_grid():
+    from lib.vit import resize_positions
+
+    table = torch.randn(1, 1 + 3 * 4, 5)
+    assert torch.allclose(resize_positions(table, (3, 4), (3, 4)), table, atol=1e-5)
+    bigger = resize_positions(table, (3, 4), (6, 8))
+    assert bigger.shape == (1, 1 + 48, 5) and torch.equal(bigger[:, 0], table[:, 0])
+    constant = torch.ones(1, 1 + 4, 2)
+    assert torch.allclose(resize_positions(constant, (2, 2), (5, 5)), torch.ones(1, 26, 2), atol=1e-5)
+    with pytest.raises(ValueError, match="positions"):
+        resize_positions(table, (4, 4), (8, 8))
+
+
+def test_at_resolution_is_the_same_model_at_the_same_size_and_runs_at_another():
+    from lib.vit import at_resolution
+
+    torch.manual_seed(0)
+    model = ViT(8, 2, 1, 10, 16, 1, 2).eval()
+    images = torch.randn(3, 1, 8, 8)
+    with torch.no_grad():
+        assert torch.allclose(at_resolution(model, 8)(images), model(images), atol=1e-5)
+        assert at_resolution(model, 12)(torch.randn(2, 1, 12, 12)).shape == (2, 10)
+
+
+def test_mean_pool_vit_without_positions_ignores_patch_order():
+    from lib.vit import MeanPoolViT
+
+    torch.manual_seed(0)
+    model = MeanPoolViT(4, 2, 1, 3, 8, 1, 2).eval()
+    assert model.positions.shape == (1, 4, 8) and model.class_token is None
+    with torch.no_grad():
+        model.positions.zero_()
+        images = torch.randn(1, 1, 4, 4)
+        swapped = images.clone()
+        swapped[..., :2, :2], swapped[..., :2, 2:] = images[..., :2, 2:], images[..., :2, :2]
+        assert torch.allclose(model(images), model(swapped), atol=1e-5)
+
+
+def test_position_similarity_by_distance_on_a_known_table():
+    from lib.vit import position_similarity_by_distance
+
+    model = ViT(4, 2, 1, 2, 2, 1, 1)  # a 2x2 grid
+    with torch.no_grad():
+        # patches 0 and 3 share a vector, 1 and 2 its opposite: the diagonal pairs agree, the neighbours oppose
+        model.positions.copy_(torch.tensor([[[0.0, 1.0], [1.0, 0.0], [-1.0, 0.0], [-1.0, 0.0], [1.0, 0.0]]]))
+    similarity = position_similarity_by_distance(model)
+    assert similarity[1.0] == pytest.approx(-1.0)
+    diagonal = [value for distance, value in similarity.items() if abs(distance - 2**0.5) < 1e-3]
+    assert diagonal == [pytest.approx(1.0)]
+
+
+def test_layer_macs_share_is_t_over_t_plus_6d():
+    from lib.vit import layer_macs
+
+    work = layer_macs(224, 16, d_model=768)
+    assert work["tokens"] == 197
+    assert work["attention_share"] == pytest.approx(197 / (197 + 6 * 768))

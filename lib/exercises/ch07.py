@@ -51,6 +51,26 @@ def encode_word(word: str) -> list[int]:
     return bpe_merge_simple(list(word.encode()), table)
 
 
+def _summary(ids: list[int]) -> list[int]:
+    """The answer's form: [number of tokens, first id, last id] (the same length whatever the split)."""
+    return [len(ids), ids[0], ids[-1]]
+
+
+def _one_merge_early(word: str) -> list[int]:
+    """The mistake: stop before the last merge that applies ((we, r) here)."""
+    table, _ = _merge_table()
+    ids = list(word.encode())
+    applied = []
+    while True:
+        pairs = [(table[pair], i) for i, pair in enumerate(pairwise(ids)) if pair in table]
+        if not pairs:
+            break
+        new_id, i = min(pairs)
+        applied.append(list(ids))
+        ids[i : i + 2] = [new_id]
+    return applied[-1] if applied else ids
+
+
 def _leftmost_first(word: str) -> list[int]:
     """The mistake: merge the leftmost pair that has any merge, ignoring the order learned."""
     table, _ = _merge_table()
@@ -138,19 +158,29 @@ EXERCISES = (
         id="7.encode-word",
         question=(
             "Merges learned in this order: (w, e) → 256, (l, o) → 257, (e, r) → 258, (o, w) → 259, "
-            "(lo, w) → 260, (we, r) → 261. What ids does BPE give the word 'lower'?"
+            "(lo, w) → 260, (we, r) → 261. BPE encodes the word 'lower'. Answer [number of tokens, first id, "
+            "last id]."
         ),
-        expected=encode_word(WORD),
+        expected=_summary(encode_word(WORD)),
         explanation=(
             "Merges apply in the order they were learned: (w, e) first gives l o we r; then (l, o) gives "
-            "lo we r; then (we, r) gives lo wer: [257, 261]. (lo, w) never applies: w was taken by we."
+            "lo we r; then (we, r) gives lo wer: [257, 261], so [2, 257, 261]. (lo, w) never applies: w was "
+            "taken by we."
         ),
         hints=("At each step, merge the adjacent pair whose merge was learned earliest (the lowest id).",),
         wrong_answers=(
             WrongAnswer(
-                _leftmost_first(WORD),
+                _summary(_leftmost_first(WORD)),
                 "You merged from left to right (or took the longest token that fits). BPE replays merges "
                 "in the order learned, whatever their place in the word: (w, e) comes first here.",
+            ),
+            WrongAnswer(
+                _summary(_one_merge_early(WORD)),
+                "You stopped one merge early, at lo we r: (we, r) → 261 is learned, so it applies too.",
+            ),
+            WrongAnswer(
+                [4, ord("l"), ord("r")],
+                "You applied only the first merge (l o we r); keep going while any learned pair is adjacent.",
             ),
         ),
         whole=True,
@@ -210,8 +240,21 @@ EXERCISES = (
             "NFKC composes e + U+0301 into é, spells ㎏ as kg and ½ as 1⁄2, and turns the Ångström sign "
             "into Å (U+00C5). It does not case-fold, so ß stays; precomposed ï is already normal."
         ),
-        hints=("Try unicodedata.normalize('NFKC', s) == s on each.",),
+        hints=(
+            "NFKC decomposes compatibility characters (ligatures, unit symbols, fractions, look-alike signs) "
+            "and composes a letter with its combining marks. Which strings hold one of those?",
+        ),
         wrong_answers=(
+            WrongAnswer(
+                [0, 0, 0, 1, 1, 1],
+                "All right but the last: U+212B ANGSTROM SIGN is a compatibility twin of Å (U+00C5), and NFKC "
+                "(NFC too) replaces it.",
+            ),
+            WrongAnswer(
+                [1, 0, 0, 1, 1, 0],
+                "All right but the first: 'cafe' + U+0301 is two code points at the end, and NFKC composes "
+                "them into the single é.",
+            ),
             WrongAnswer(
                 [1, 0, 0, 1, 1, 1],
                 "Judged by eye: e + combining accent and the Ångström sign look like é and Å, but they are "
@@ -248,5 +291,31 @@ EXERCISES = (
             ),
         ),
         decimals=1,
+    ),
+)
+
+# --- 7.quadratic-loop (the appendix on BPE performance) ---------------------------------------
+_LOOP_S, _N_SMALL, _N_LARGE = 0.12, 1_000, 8_000
+_QUADRATIC = _LOOP_S * (_N_LARGE / _N_SMALL) ** 2  # 7.68 s
+EXERCISES = EXERCISES + (
+    ValueExercise(
+        id="7.quadratic-loop",
+        question=(
+            f"The plain BPE loop encodes a chunk of {_N_SMALL:,} bytes in {_LOOP_S} s. Its time grows as the "
+            f"square of the length. About how many seconds does a chunk of {_N_LARGE:,} bytes take, to 2 decimals?"
+        ),
+        expected=_QUADRATIC,
+        explanation=(
+            f"{_N_LARGE:,} bytes is {_N_LARGE // _N_SMALL} times as long, so {(_N_LARGE // _N_SMALL) ** 2} times "
+            f"the time: {_LOOP_S} × 64 = {_QUADRATIC:.2f} s. The heap, linear up to a log, would take about 8 times."
+        ),
+        hints=("Quadratic: double the length, four times the time.",),
+        wrong_answers=(
+            WrongAnswer(_LOOP_S * _N_LARGE / _N_SMALL, "That is linear growth (8 times); the loop is quadratic."),
+            WrongAnswer(_LOOP_S * (_N_LARGE / _N_SMALL) ** 3, "That is cubic (8³ times); quadratic is 8² times."),
+            WrongAnswer(_LOOP_S * 2 * _N_LARGE / _N_SMALL, "Squaring 8 gives 64, not 2 × 8 = 16."),
+        ),
+        atol=0.01,
+        decimals=2,
     ),
 )

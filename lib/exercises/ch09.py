@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import math
 
-from lib.capstone import uniform_loss
-from lib.exercises.base import ValueExercise, WrongAnswer
+import torch
+
+from lib.capstone import sampling_probabilities, uniform_loss
+from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswer
 from lib.gpt import GPTConfig, count_parameters
 from lib.kv_cache import kv_cache_bytes
 
@@ -46,9 +48,22 @@ def _softmax(values: tuple[float, ...]) -> list[float]:
 
 _SCALED = tuple(v / _T for v in _LOGITS)
 _P_FULL = _softmax(_SCALED)  # every token, temperature applied
-_P_TOP2 = _softmax(_SCALED[:2])  # the two likeliest, renormalized
-_P_TOP2_NO_T = _softmax(_LOGITS[:2])  # forgot the temperature
-_P_TOP2_TIMES_T = _softmax(tuple(v * _T for v in _LOGITS[:2]))  # multiplied by the temperature
+
+# 9.top-k-two: other logits, chosen so that every mistake lands apart from the rest.
+_Q_LOGITS, _Q_T = (2.0, 1.6, 1.4, 0.0), 0.5
+_Q_SCALED = tuple(v / _Q_T for v in _Q_LOGITS)
+_Q_TOP2 = _softmax(_Q_SCALED[:2])  # right: 0.310
+_Q_FULL = _softmax(_Q_SCALED)  # not renormalized after top-k: 0.254
+_Q_TOP2_NO_T = _softmax(_Q_LOGITS[:2])  # forgot the temperature: 0.401
+_Q_RAW = _softmax(_Q_LOGITS)  # forgot both: 0.285
+_Q_TOP2_TIMES_T = _softmax(tuple(v * _Q_T for v in _Q_LOGITS[:2]))  # multiplied by it: 0.450
+
+
+def _masked_softmax_no_renorm(logits, temperature, top_k):
+    probs = torch.softmax(logits / temperature, dim=-1)
+    keep = sampling_probabilities(logits, temperature, top_k) > 0
+    return probs * keep
+
 
 EXERCISES = (
     ValueExercise(
@@ -82,8 +97,7 @@ EXERCISES = (
         id="9.uniform-loss",
         question=(
             "Before training, a model that gives each of 2,048 tokens the same probability has what "
-            "cross-entropy loss, in nats?"
-            " Give it to 2 decimal places."
+            "cross-entropy loss, in nats, to 3 decimals?"
         ),
         expected=uniform_loss(_VOCAB),
         explanation=(
@@ -96,7 +110,7 @@ EXERCISES = (
             WrongAnswer(1 / _VOCAB, "That is the probability of the target, not its negative log."),
             WrongAnswer(math.log10(_VOCAB), "That is log base 10; the loss is in nats (natural log)."),
         ),
-        decimals=2,
+        decimals=3,
     ),
     ValueExercise(
         id="9.cache-bytes",
@@ -149,25 +163,85 @@ EXERCISES = (
     ValueExercise(
         id="9.top-k-two",
         question=(
-            "Same logits [2.0, 1.0, 0.5, -1.0], temperature 0.8, now top_k = 2. What is the probability "
-            "of drawing token 1?"
-            " Give it to 3 decimal places."
+            "Other logits, [2.0, 1.6, 1.4, 0.0], sampled at temperature 0.5 with top_k = 2. What is the "
+            "probability of drawing token 1, to 3 decimals?"
         ),
-        expected=_P_TOP2[1],
+        expected=_Q_TOP2[1],
         explanation=(
-            f"Divide by the temperature: [2.5, 1.25, ...]; keep the top two; softmax over them: "
-            f"e^1.25 / (e^2.5 + e^1.25) ≈ {_P_TOP2[1]:.4f}. The removed tokens' mass is shared out again."
+            f"Divide by the temperature: [4.0, 3.2, 2.8, 0.0]; keep the top two; softmax over them: "
+            f"e^3.2 / (e^4 + e^3.2) ≈ {_Q_TOP2[1]:.3f}. The removed tokens' mass is shared out again."
         ),
         hints=("Scale by 1/temperature, drop all but the two largest, then softmax over what is left.",),
         wrong_answers=(
-            WrongAnswer(_P_FULL[1], "You did not renormalize: after top-k, the softmax runs over the kept tokens."),
-            WrongAnswer(_P_TOP2_NO_T[1], "You forgot the temperature: divide the logits by 0.8 first."),
-            WrongAnswer(_P_TOP2_TIMES_T[1], "You multiplied by the temperature; logits are divided by it."),
+            WrongAnswer(_Q_FULL[1], "You did not renormalize: after top-k, the softmax runs over the kept tokens."),
+            WrongAnswer(_Q_TOP2_NO_T[1], "You forgot the temperature: divide the logits by 0.5 first."),
+            WrongAnswer(
+                _Q_RAW[1], "You forgot both the temperature and the top-k: that is the plain softmax of all four."
+            ),
+            WrongAnswer(_Q_TOP2_TIMES_T[1], "You multiplied by the temperature; logits are divided by it."),
             WrongAnswer(0.5, "Top-k keeps the two tokens but not as equals: their logits still differ."),
             WrongAnswer(
-                _P_TOP2[0], "That is token 0's probability, the likelier of the two; the question asks for token 1."
+                _Q_TOP2[0], "That is token 0's probability, the likelier of the two; the question asks for token 1."
             ),
         ),
         decimals=3,
     ),
 )
+
+# 9.sample-probs: the distribution the sampling step draws from.
+CHAPTER_9_FUNCTIONS = (
+    FunctionExercise(
+        id="9.sample-probs",
+        question=(
+            "Write my_sampling_probs(logits, temperature, top_k): from (B, V) logits, the (B, V) probabilities "
+            "the sampling step draws from. Divide by the temperature (> 0), keep the top_k largest logits of each "
+            "row (all of them if top_k is None; ties with the k-th are kept), and softmax over what is kept; "
+            "every other token gets probability 0."
+        ),
+        reference=sampling_probabilities,
+        cases=(
+            Case(
+                "one row, top-2",
+                lambda: (torch.tensor([[2.0, 1.6, 1.4, 0.0]]), 0.5, 2),
+                "Scale, keep the two largest, softmax over those two only.",
+            ),
+            Case(
+                "no top-k, temperature 2",
+                lambda: (torch.tensor([[1.0, -1.0, 0.5]]), 2.0, None),
+                "Without top_k, every token is kept: softmax(logits / temperature).",
+            ),
+            Case(
+                "two rows, top-1",
+                lambda: (torch.tensor([[0.1, 0.3, 0.2], [5.0, -2.0, 4.0]]), 0.7, 1),
+                "Each row keeps its own top k: row 0 its token 1, row 1 its token 0.",
+            ),
+            Case(
+                "a tie at the k-th logit",
+                lambda: (torch.tensor([[3.0, 1.0, 1.0, 0.0]]), 1.0, 2),
+                "Compare each logit with the k-th largest: both tokens tied at 1.0 stay, as in sample_next.",
+            ),
+        ),
+        wrong_answers=(
+            WrongAnswer(
+                lambda x, t, k: torch.softmax(x, dim=-1),
+                "You returned the plain softmax: divide by the temperature and apply top_k.",
+            ),
+            WrongAnswer(
+                lambda x, t, k: _masked_softmax_no_renorm(x, t, k),
+                "You zeroed the tokens outside the top k after the softmax, without renormalizing the rest.",
+            ),
+            WrongAnswer(
+                lambda x, t, k: sampling_probabilities(x * t, 1.0, k),
+                "You multiplied the logits by the temperature; they are divided by it.",
+            ),
+        ),
+        explanation=(
+            "scaled = logits / temperature; if top_k: kth = scaled.topk(top_k).values[:, -1:], "
+            "scaled = scaled.masked_fill(scaled < kth, -inf); return softmax(scaled): the -inf logits get 0."
+        ),
+        hints=("masked_fill with -inf before the softmax gives the removed tokens probability 0.",),
+        stands_for=("lib.capstone.sampling_probabilities", "lib.gpt.sample_next"),
+    ),
+)
+
+EXERCISES = EXERCISES + CHAPTER_9_FUNCTIONS

@@ -270,3 +270,69 @@ class UnigramTokenizer(Tokenizer):
             self.piece_ids[piece] = 256 + index
             self.vocab[256 + index] = utf8(piece)
         self._byte_score = self.byte_score(self.scores)
+
+
+# --- Subword regularization: sampling a segmentation from the lattice (Kudo, 2018) ---------
+def segmentation_probabilities(
+    tokenizer: UnigramTokenizer, chunk: str, alpha: float = 1.0
+) -> list[tuple[tuple[str, ...], float]]:
+    """Every segmentation of ``chunk`` into the tokenizer's pieces, with P(split) ∝ P(pieces)^alpha.
+
+    The plain enumeration (fine for a word): the reference that ``sample_segmentation``'s
+    draws follow. Splits that need byte fallback are left out.
+    """
+    splits: list[tuple[tuple[str, ...], float]] = []
+
+    def walk(start: int, pieces: tuple[str, ...], score: float) -> None:
+        if start == len(chunk):
+            splits.append((pieces, score))
+            return
+        for end in range(start + 1, min(len(chunk), start + tokenizer.max_piece_len) + 1):
+            piece = chunk[start:end]
+            if piece in tokenizer.scores:
+                walk(end, pieces + (piece,), score + alpha * tokenizer.scores[piece])
+
+    walk(0, (), 0.0)
+    if not splits:
+        raise ValueError(f"no split of {chunk!r} uses pieces only")
+    top = max(score for _, score in splits)
+    weights = [math.exp(score - top) for _, score in splits]
+    total = sum(weights)
+    return sorted(((pieces, w / total) for (pieces, _), w in zip(splits, weights, strict=True)), key=lambda s: -s[1])
+
+
+def sample_segmentation(tokenizer: UnigramTokenizer, chunk: str, rng: random.Random, alpha: float = 1.0) -> list[str]:  # noqa: F821
+    """One segmentation of ``chunk`` drawn with probability ∝ P(pieces)^alpha (forward filtering, backward sampling).
+
+    forward[i] is the log-sum over every split of chunk[:i]; walking back from the end,
+    the last piece is drawn among the pieces that end there, each weighted by
+    forward[its start] + alpha · its score. ``alpha`` sharpens (large) or flattens (small)
+    the distribution; Viterbi's best split is the limit of large alpha. Kudo (2018) trains
+    on such samples so that a model sees many splits of the same word.
+    """
+    from lib.tokenizer.lattice import _logaddexp
+
+    if alpha <= 0:
+        raise ValueError(f"alpha must be > 0, got {alpha!r}")
+    n = len(chunk)
+    forward = [0.0] + [-math.inf] * n
+    for end in range(1, n + 1):
+        for start in range(max(0, end - tokenizer.max_piece_len), end):
+            score = tokenizer.scores.get(chunk[start:end])
+            if score is not None and forward[start] > -math.inf:
+                forward[end] = _logaddexp(forward[end], forward[start] + alpha * score)
+    if forward[n] == -math.inf:
+        raise ValueError(f"no split of {chunk!r} uses pieces only")
+    pieces, end = [], n
+    while end > 0:
+        options = [
+            (start, forward[start] + alpha * tokenizer.scores[chunk[start:end]])
+            for start in range(max(0, end - tokenizer.max_piece_len), end)
+            if chunk[start:end] in tokenizer.scores and forward[start] > -math.inf
+        ]
+        top = max(score for _, score in options)
+        weights = [math.exp(score - top) for _, score in options]
+        start = rng.choices([s for s, _ in options], weights=weights)[0]
+        pieces.append(chunk[start:end])
+        end = start
+    return pieces[::-1]
