@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from lib.validation import non_negative_int, positive_int
+
 __all__ = [
     "CacheFullError",
     "kv_cache_bytes",
@@ -53,12 +55,6 @@ class CacheFullError(RuntimeError):
     """An append needs more room than the cache has left. The cache is unchanged."""
 
 
-def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
 def kv_cache_bytes(*, layers: int, batch: int, seq_len: int, kv_heads: int, head_dim: int, bytes_per_element=2):
     """Bytes of keys and values a decoder stores: 2 · L · B · N · h_kv · d_h · s.
 
@@ -71,7 +67,7 @@ def kv_cache_bytes(*, layers: int, batch: int, seq_len: int, kv_heads: int, head
     """
     sizes = {"layers": layers, "batch": batch, "seq_len": seq_len, "kv_heads": kv_heads, "head_dim": head_dim}
     for name, value in sizes.items():
-        _positive_int(name, value)
+        positive_int(name, value)
     if isinstance(bytes_per_element, bool) or not isinstance(bytes_per_element, numbers.Real) or bytes_per_element <= 0:
         raise ValueError(f"bytes_per_element must be a positive number, got {bytes_per_element!r}")
     total = 2 * layers * batch * seq_len * kv_heads * head_dim * bytes_per_element
@@ -80,10 +76,8 @@ def kv_cache_bytes(*, layers: int, batch: int, seq_len: int, kv_heads: int, head
 
 def blocks_needed(n_tokens: int, block_size: int) -> int:
     """Blocks of ``block_size`` tokens that hold ``n_tokens``: ceil(n / S); 0 for no tokens."""
-    block_size = _positive_int("block_size", block_size)
-    if isinstance(n_tokens, bool) or not isinstance(n_tokens, numbers.Integral) or n_tokens < 0:
-        raise ValueError(f"n_tokens must be a non-negative integer, got {n_tokens!r}")
-    return -(-int(n_tokens) // block_size)
+    block_size = positive_int("block_size", block_size)
+    return -(-non_negative_int("n_tokens", n_tokens) // block_size)
 
 
 def _check_entries(name: str, x, *, kv_heads: int, head_dim: int, dtype, device, leading: tuple[int, ...]) -> None:
@@ -126,10 +120,10 @@ class ConcatKVCache:
     """
 
     def __init__(self, batch: int, kv_heads: int, max_len: int, head_dim: int, *, dtype=torch.float32, device=None):
-        self.batch = _positive_int("batch", batch)
-        self.kv_heads = _positive_int("kv_heads", kv_heads)
-        self.max_len = _positive_int("max_len", max_len)
-        self.head_dim = _positive_int("head_dim", head_dim)
+        self.batch = positive_int("batch", batch)
+        self.kv_heads = positive_int("kv_heads", kv_heads)
+        self.max_len = positive_int("max_len", max_len)
+        self.head_dim = positive_int("head_dim", head_dim)
         self.dtype = dtype
         self.device = torch.empty(0, device=device).device  # "cuda" becomes "cuda:0", as tensors report it
         self.reset()
@@ -169,10 +163,10 @@ class KVCache:
     """
 
     def __init__(self, batch: int, kv_heads: int, max_len: int, head_dim: int, *, dtype=torch.float32, device=None):
-        self.batch = _positive_int("batch", batch)
-        self.kv_heads = _positive_int("kv_heads", kv_heads)
-        self.max_len = _positive_int("max_len", max_len)
-        self.head_dim = _positive_int("head_dim", head_dim)
+        self.batch = positive_int("batch", batch)
+        self.kv_heads = positive_int("kv_heads", kv_heads)
+        self.max_len = positive_int("max_len", max_len)
+        self.head_dim = positive_int("head_dim", head_dim)
         shape = (self.batch, self.kv_heads, self.max_len, self.head_dim)
         self.k = torch.zeros(shape, dtype=dtype, device=device)  # (B, Hkv, max_len, D)
         self.v = torch.zeros(shape, dtype=dtype, device=device)  # (B, Hkv, max_len, D)
@@ -231,10 +225,10 @@ class PagedKVCache:
     def __init__(
         self, num_blocks: int, block_size: int, kv_heads: int, head_dim: int, *, dtype=torch.float32, device=None
     ):
-        self.num_blocks = _positive_int("num_blocks", num_blocks)
-        self.block_size = _positive_int("block_size", block_size)
-        self.kv_heads = _positive_int("kv_heads", kv_heads)
-        self.head_dim = _positive_int("head_dim", head_dim)
+        self.num_blocks = positive_int("num_blocks", num_blocks)
+        self.block_size = positive_int("block_size", block_size)
+        self.kv_heads = positive_int("kv_heads", kv_heads)
+        self.head_dim = positive_int("head_dim", head_dim)
         shape = (self.num_blocks, self.kv_heads, self.block_size, self.head_dim)
         self.k_blocks = torch.zeros(shape, dtype=dtype, device=device)  # (num_blocks, Hkv, S, D)
         self.v_blocks = torch.zeros(shape, dtype=dtype, device=device)  # (num_blocks, Hkv, S, D)

@@ -336,7 +336,7 @@ def test_block_rejects_bad_inputs():
 
 def test_attention_branch_is_the_hook_a_model_overrides():
     class NoAttention(Block):
-        def attention_branch(self, x, mask, is_causal):
+        def attention_branch(self, x, mask, is_causal, rotation=None, cache=None):
             return torch.zeros_like(x)
 
     block = _randomize(NoAttention(16, 2), seed=9)

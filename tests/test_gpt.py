@@ -113,7 +113,7 @@ def test_cache_needs_the_right_positions():
         model(idx[:, :5], caches=wrong_caches)
         x = model.embed(idx[:, 5:])
         for block, cache in zip(model.blocks, wrong_caches, strict=True):  # the bug: positions restart at 0
-            x = block(x, rope_cos_sin(torch.tensor([0]), model.freqs, x.dtype), cache)
+            x = block(x, is_causal=True, rotation=rope_cos_sin(torch.tensor([0]), model.freqs, x.dtype), cache=cache)
         wrong = model.head(model.norm(x))[:, -1]
     assert (right - wrong).abs().max() > 1e-3  # rounding differences are about 1e-6
     torch.testing.assert_close(right, model(idx)[:, -1], atol=1e-5, rtol=1e-4)
