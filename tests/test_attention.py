@@ -5,17 +5,9 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import random_qkv
 
 from lib.attention import attention, causal_mask, padding_mask, softmax
-
-
-def random_qkv(batch, n_heads, n_kv_heads, n_queries, n_keys, d_k, d_v, dtype=torch.float32, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    q = torch.randn(*batch, n_heads, n_queries, d_k, generator=gen, dtype=dtype)
-    k = torch.randn(*batch, n_kv_heads, n_keys, d_k, generator=gen, dtype=dtype)
-    v = torch.randn(*batch, n_kv_heads, n_keys, d_v, generator=gen, dtype=dtype)
-    return q, k, v
-
 
 # (batch axes, H, Hkv, N, M, d_k, d_v): N != M, d_k != d_v, grouped heads, extra batch axes.
 SHAPES = [
@@ -31,7 +23,7 @@ SHAPES = [
 @pytest.mark.parametrize("shape", SHAPES)
 def test_matches_sdpa_without_mask(shape):
     batch, h, h_kv, n, m, d_k, d_v = shape
-    q, k, v = random_qkv(batch, h, h_kv, n, m, d_k, d_v)
+    q, k, v = random_qkv(batch, h, h_kv, n, m, d_k, d_v, dtype=torch.float32)
     expected = F.scaled_dot_product_attention(q, k, v, enable_gqa=h != h_kv)
     torch.testing.assert_close(attention(q, k, v), expected, atol=1e-5, rtol=1e-5)
 
@@ -40,7 +32,7 @@ def test_matches_sdpa_without_mask(shape):
 @pytest.mark.parametrize("seed", [0, 1])
 def test_matches_sdpa_with_bool_mask(shape, seed):
     batch, h, h_kv, n, m, d_k, d_v = shape
-    q, k, v = random_qkv(batch, h, h_kv, n, m, d_k, d_v, seed=seed)
+    q, k, v = random_qkv(batch, h, h_kv, n, m, d_k, d_v, seed=seed, dtype=torch.float32)
     gen = torch.Generator().manual_seed(100 + seed)
     mask = torch.rand(*batch, h, n, m, generator=gen) > 0.4
     mask[..., 0] = True  # every row keeps one key: SDPA's NaN-or-zero convention is not under test here
@@ -51,7 +43,7 @@ def test_matches_sdpa_with_bool_mask(shape, seed):
 @pytest.mark.parametrize("shape", SHAPES)
 def test_matches_sdpa_with_float_mask_and_custom_scale(shape):
     batch, h, h_kv, n, m, d_k, d_v = shape
-    q, k, v = random_qkv(batch, h, h_kv, n, m, d_k, d_v, seed=3)
+    q, k, v = random_qkv(batch, h, h_kv, n, m, d_k, d_v, seed=3, dtype=torch.float32)
     bias = torch.randn(n, m)  # broadcasts over batch and heads
     expected = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=0.37, enable_gqa=h != h_kv)
     torch.testing.assert_close(attention(q, k, v, bias, scale=0.37), expected, atol=1e-5, rtol=1e-5)
@@ -59,7 +51,7 @@ def test_matches_sdpa_with_float_mask_and_custom_scale(shape):
 
 @pytest.mark.parametrize("n, m", [(5, 5), (3, 8), (1, 9), (4, 4)])
 def test_causal_is_bottom_right(n, m):
-    q, k, v = random_qkv((2,), 4, 2, n, m, 8, 8, seed=4)
+    q, k, v = random_qkv((2,), 4, 2, n, m, 8, 8, seed=4, dtype=torch.float32)
     # Independent reference: tril with the diagonal shifted by M - N, as FlashAttention 2.1+.
     bottom_right = torch.ones(n, m, dtype=torch.bool).tril(diagonal=m - n)
     expected = F.scaled_dot_product_attention(q, k, v, attn_mask=bottom_right, enable_gqa=True)
@@ -74,7 +66,7 @@ def test_causal_is_bottom_right(n, m):
 
 
 def test_causal_differs_from_top_left_when_n_less_than_m():
-    q, k, v = random_qkv((1,), 1, 1, 2, 5, 4, 4, seed=5)
+    q, k, v = random_qkv((1,), 1, 1, 2, 5, 4, 4, seed=5, dtype=torch.float32)
     top_left = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     assert not torch.allclose(attention(q, k, v, is_causal=True), top_left)
 
@@ -88,7 +80,7 @@ def test_causal_mask_rows():
 
 
 def test_causal_combined_with_padding_mask():
-    q, k, v = random_qkv((2,), 2, 2, 6, 6, 4, 4, seed=6)
+    q, k, v = random_qkv((2,), 2, 2, 6, 6, 4, 4, seed=6, dtype=torch.float32)
     lengths = torch.tensor([6, 3])
     mask = padding_mask(lengths, 6) & causal_mask(6, 6)
     assert mask.shape == (2, 1, 6, 6)
@@ -116,7 +108,7 @@ def test_lesson_worked_example():
 
 
 def test_all_masked_rows_give_zeros_and_finite_gradients():
-    q, k, v = random_qkv((2,), 2, 2, 4, 5, 8, 3, seed=7)
+    q, k, v = random_qkv((2,), 2, 2, 4, 5, 8, 3, seed=7, dtype=torch.float32)
     q, k, v = (t.requires_grad_() for t in (q, k, v))
     mask = torch.ones(2, 2, 4, 5, dtype=torch.bool)
     mask[0, 1, 2] = False  # one row with nothing to read
@@ -135,13 +127,13 @@ def test_all_masked_rows_give_zeros_and_finite_gradients():
 
 
 def test_more_queries_than_keys_causal_first_rows_zero():
-    q, k, v = random_qkv((), 1, 1, 4, 2, 3, 3, seed=8)
+    q, k, v = random_qkv((), 1, 1, 4, 2, 3, 3, seed=8, dtype=torch.float32)
     out = attention(q, k, v, is_causal=True)
     assert torch.all(out[0, :2] == 0) and torch.isfinite(out).all()
 
 
 def test_float_mask_with_minus_inf_row():
-    q, k, v = random_qkv((), 1, 1, 2, 3, 3, 3, seed=9)
+    q, k, v = random_qkv((), 1, 1, 2, 3, 3, 3, seed=9, dtype=torch.float32)
     bias = torch.zeros(2, 3)
     bias[1] = float("-inf")
     out = attention(q, k, v, bias)
@@ -167,7 +159,7 @@ def test_gradcheck():
 
 @pytest.mark.parametrize("dtype, atol", [(torch.float16, 2e-3), (torch.bfloat16, 2e-2)])
 def test_half_precision_close_to_float32(dtype, atol):
-    q, k, v = random_qkv((2,), 4, 2, 33, 47, 64, 64, seed=12)
+    q, k, v = random_qkv((2,), 4, 2, 33, 47, 64, 64, seed=12, dtype=torch.float32)
     reference = attention(q, k, v, is_causal=True)
     low = attention(q.to(dtype), k.to(dtype), v.to(dtype), is_causal=True)
     assert low.dtype == dtype
