@@ -246,3 +246,50 @@ def test_contract_names_are_importable_from_lib_attention():
         assert name in lib.attention.__all__
     assert not {"validate_attention_inputs", "resolve_scale"} & set(lib.attention.__all__)
     assert set(lib.attention.__all__) >= {"softmax", "attention", "causal_mask", "padding_mask", "MultiHeadAttention"}
+
+
+@pytest.mark.parametrize("mask_kind", ["bool", "float"])
+def test_nan_at_a_padded_position_contributes_nothing(mask_kind):
+    """0 · NaN is NaN: a NaN key or value no query may read must still reach no row."""
+    q, k, v = random_qkv((2,), 4, 2, 6, 9, 8, 5, dtype=torch.float64, seed=21)
+    mask = padding_mask([9, 6], 9)  # (B, 1, 1, M): sequence 1 has 3 padded keys
+    if mask_kind == "float":
+        mask = torch.zeros(mask.shape, dtype=torch.float64).masked_fill(~mask, float("-inf"))
+    clean = attention(q, k, v, mask, is_causal=True)
+    k[1, :, 6:], v[1, :, 6:] = float("nan"), float("nan")
+    out, weights = attention(q, k, v, mask, is_causal=True, return_weights=True)
+    torch.testing.assert_close(out, clean, atol=0, rtol=0)
+    assert torch.all(weights[1, ..., 6:] == 0)
+
+
+def test_a_nan_key_under_a_float_mask_reaches_only_the_rows_that_read_it():
+    q, k, v = random_qkv((1,), 2, 2, 8, 8, 4, 4, dtype=torch.float64, seed=22)
+    causal = torch.zeros(8, 8, dtype=torch.float64).masked_fill(~causal_mask(8, 8), float("-inf"))
+    k[..., 5, :] = float("nan")
+    out = attention(q, k, v, causal)
+    assert torch.isnan(out[..., 5:, :]).all()
+    torch.testing.assert_close(out[..., :5, :], attention(q[..., :5, :], k[..., :5, :], v[..., :5, :], is_causal=True))
+
+
+def test_repeat_kv_serves_consecutive_query_heads():
+    from lib.attention import repeat_kv
+
+    kv = torch.arange(2 * 3 * 4.0).view(1, 2, 3, 4)  # (B, Hkv, M, D)
+    expanded = repeat_kv(kv, 3)  # (B, 6, M, D)
+    assert expanded.shape == (1, 6, 3, 4) and repeat_kv(kv, 1) is kv
+    for head in range(6):
+        assert torch.equal(expanded[:, head], kv[:, head // 3])
+    torch.testing.assert_close(expanded, kv.repeat_interleave(3, dim=1), atol=0, rtol=0)
+
+
+def test_dropout_falls_on_the_weights_that_read_v():
+    q, k, v = random_qkv((1,), 4, 2, 5, 7, 8, 6, dtype=torch.float64, seed=23)
+    torch.manual_seed(0)
+    out, weights = attention(q, k, v, is_causal=True, dropout_p=0.5, return_weights=True)
+    torch.manual_seed(0)
+    _, undropped = attention(q, k, v, is_causal=True, return_weights=True)
+    expected = torch.nn.functional.dropout(undropped, 0.5)  # the same draw, from the same seed
+    torch.testing.assert_close(weights, expected, atol=0, rtol=0)
+    torch.testing.assert_close(out, weights @ v.repeat_interleave(2, dim=1))
+    with pytest.raises(ValueError, match=r"dropout_p must be a probability in \[0, 1\), got 1.0"):
+        attention(q, k, v, dropout_p=1.0)

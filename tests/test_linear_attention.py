@@ -105,7 +105,21 @@ def test_bad_input_is_reported():
     with pytest.raises(ValueError, match="not a multiple"):
         linear_attention(q, k, v)
     q, k, v = random_qkv((1,), 2, 2, 5, 5, 4, 4, dtype=torch.float64)
-    with pytest.raises(ValueError, match="chunk must be positive"):
+    with pytest.raises(ValueError, match="chunk must be a positive integer"):
         linear_attention(q, k, v, is_causal=True, chunk=0)
     with pytest.raises(TypeError, match="is_causal must be a bool"):
         linear_attention(q, k, v, is_causal=None)
+
+
+@pytest.mark.parametrize("position", ["key", "value"])
+def test_a_nan_reaches_the_same_rows_whatever_the_chunk(position):
+    """Rows before position 5 never read it: no chunk size lets the NaN reach them."""
+    q, k, v = random_qkv((1,), 2, 1, 20, 20, 4, 4, dtype=torch.float64, seed=7)
+    (k if position == "key" else v)[..., 5, :] = float("nan")
+    reference = linear_attention_quadratic(q, k, v, is_causal=True)
+    assert torch.isnan(reference[..., 5:, :]).all() and torch.isfinite(reference[..., :5, :]).all()
+    clean = linear_attention_quadratic(q[..., :5, :], k[..., :5, :], v[..., :5, :], is_causal=True)
+    torch.testing.assert_close(reference[..., :5, :], clean)
+    for chunk in (1, 3, 4, 8, 64):
+        got = linear_attention(q, k, v, is_causal=True, chunk=chunk)
+        torch.testing.assert_close(got, reference, equal_nan=True)
