@@ -30,6 +30,12 @@ Shape letters used in the comments:
 
 Errors never leave a cache half-written: every check runs before the first write, so a
 failed append changes nothing, in this sequence or any other.
+
+Autograd: a cache stores values, not graphs. What an ``append`` returns carries gradient
+to the entries appended in that call only; the earlier entries are constants. So each
+step can be backpropagated on its own (a second backward does not reach into a graph the
+first one freed), and generation under ``torch.no_grad`` pays nothing for it. The paged
+cache's ``gather`` returns constants.
 """
 
 from __future__ import annotations
@@ -141,8 +147,11 @@ class ConcatKVCache:
         n_new = _check_pair(k, v, leading=(self.batch,), **layout)
         if len(self) + n_new > self.max_len:
             raise CacheFullError(f"appending {n_new} tokens to {len(self)} cached would pass max_len={self.max_len}")
-        self.k = torch.cat([self.k, k], dim=2)  # (B, Hkv, L + T, D): a new tensor every step
-        self.v = torch.cat([self.v, v], dim=2)  # (B, Hkv, L + T, D)
+        past_k, past_v = self.k, self.v
+        self.k = torch.cat([past_k, k.detach()], dim=2)  # (B, Hkv, L + T, D): a new tensor every step
+        self.v = torch.cat([past_v, v.detach()], dim=2)  # (B, Hkv, L + T, D)
+        if k.requires_grad or v.requires_grad:  # the new entries keep their graph; the past is constant
+            return torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)
         return self.k, self.v
 
 
@@ -194,9 +203,11 @@ class KVCache:
             raise CacheFullError(
                 f"appending {n_new} tokens to {start} cached would pass max_len={self.max_len}; nothing was written"
             )
-        self.k[:, :, start:stop] = k  # in place: only the T new entries are copied
-        self.v[:, :, start:stop] = v
+        self.k[:, :, start:stop] = k.detach()  # in place: only the T new entries are copied
+        self.v[:, :, start:stop] = v.detach()
         self.length = stop
+        if k.requires_grad or v.requires_grad:  # the new entries keep their graph; the past is constant
+            return torch.cat([self.k[:, :, :start], k], dim=2), torch.cat([self.v[:, :, :start], v], dim=2)
         return self.k[:, :, :stop], self.v[:, :, :stop]  # (B, Hkv, L + T, D) views
 
 
@@ -330,8 +341,8 @@ class PagedKVCache:
             position = sequence.length + written
             block, slot = sequence.blocks[position // size], position % size
             chunk = min(size - slot, n_new - written)
-            self.k_blocks[block, :, slot : slot + chunk] = k[:, written : written + chunk]
-            self.v_blocks[block, :, slot : slot + chunk] = v[:, written : written + chunk]
+            self.k_blocks[block, :, slot : slot + chunk] = k[:, written : written + chunk].detach()
+            self.v_blocks[block, :, slot : slot + chunk] = v[:, written : written + chunk].detach()
             written += chunk
         sequence.length = new_length
 
