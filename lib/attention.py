@@ -329,22 +329,11 @@ class MultiHeadAttention(nn.Module):
     def project(
         self, x: torch.Tensor, context: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Queries from x, keys and values from context (default x), split into heads.
-
-        Self-attention runs the three projections as one matmul against their stacked
-        weights (nanoGPT's ``c_attn``): the same numbers, one pass over x instead of three.
-        """
-        if context is None:
-            projections = (self.q_proj, self.k_proj, self.v_proj)
-            weight = torch.cat([p.weight for p in projections])  # (H·D + 2·Hkv·D, C)
-            bias = None if self.q_proj.bias is None else torch.cat([p.bias for p in projections])
-            widths = [p.out_features for p in projections]
-            q, k, v = F.linear(x, weight, bias).split(widths, dim=-1)  # (B, N, H·D), (B, N, Hkv·D) x2
-        else:
-            q, k, v = self.q_proj(x), self.k_proj(context), self.v_proj(context)
-        q = self.split_heads(q, self.n_heads)  # (B, H, N, D)
-        k = self.split_heads(k, self.n_kv_heads)  # (B, Hkv, M, D)
-        v = self.split_heads(v, self.n_kv_heads)  # (B, Hkv, M, D)
+        """Queries from x, keys and values from context (default x), split into heads."""
+        source = x if context is None else context
+        q = self.split_heads(self.q_proj(x), self.n_heads)  # (B, H, N, D)
+        k = self.split_heads(self.k_proj(source), self.n_kv_heads)  # (B, Hkv, M, D)
+        v = self.split_heads(self.v_proj(source), self.n_kv_heads)  # (B, Hkv, M, D)
         return q, k, v
 
     def attend(

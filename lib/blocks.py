@@ -299,8 +299,9 @@ class Block(nn.Module):
         if rotation is None and cache is None:
             return self.attn(x, mask=mask, is_causal=is_causal)  # (B, N, d)
         q, k, v = self.attn.project(x)  # (B, H, N, D), (B, Hkv, N, D), (B, Hkv, N, D)
-        if rotation is not None:  # q and k turned by one call: half the elementwise passes
-            q, k = rotate_pairs(torch.cat([q, k], dim=1), *rotation).split([q.shape[1], k.shape[1]], dim=1)
+        if rotation is not None:
+            q = rotate_pairs(q, *rotation)  # (B, H, N, D)
+            k = rotate_pairs(k, *rotation)  # (B, Hkv, N, D): rotated once, then cached
         if cache is not None:
             k, v = cache.append(k, v)  # (B, Hkv, L + N, D) each: Hkv heads, never expanded to H
         heads = self.attn.attend(q, k, v, mask, is_causal=is_causal)  # (B, H, N, D)
