@@ -26,8 +26,6 @@ Input checks live in ``lib.validation``, the other mask helpers in ``lib.masks``
 
 from __future__ import annotations
 
-import numbers
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -37,12 +35,13 @@ from lib.validation import (
     check_mask_shape,
     check_mask_type,
     positive_int,
+    probability,
     resolve_scale,
     validate_attention_inputs,
 )
 
 __all__ = ["softmax", "attention", "causal_mask", "sliding_window_mask", "padding_mask", "segment_mask"]
-__all__ += ["mask_from_torch", "MultiHeadAttention", "validate_attention_inputs", "resolve_scale"]
+__all__ += ["mask_from_torch", "repeat_kv", "zero_unread_keys", "MultiHeadAttention"]
 
 
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -104,6 +103,35 @@ def padding_mask(lengths: torch.Tensor | list[int], n: int) -> torch.Tensor:
     return (key_pos[None, :] < lengths[:, None])[:, None, None, :]  # (B, 1, 1, M)
 
 
+def repeat_kv(x: torch.Tensor, n_groups: int) -> torch.Tensor:
+    """Grouped-query attention's expansion: (..., Hkv, M, D) -> (..., Hkv · n_groups, M, D).
+
+    Each KV head is repeated for the ``n_groups`` consecutive query heads it serves, so query
+    head i reads KV head i // n_groups (torch's ``enable_gqa``, HF's ``repeat_kv``). A copy:
+    a KV cache stores the Hkv heads and expands them only here, inside attention.
+    """
+    if n_groups == 1:
+        return x
+    x = x.unsqueeze(-3).expand(*x.shape[:-2], n_groups, *x.shape[-2:])  # (..., Hkv, G, M, D), a view
+    return x.flatten(-4, -3)  # (..., Hkv·G, M, D)
+
+
+def zero_unread_keys(x: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """x (..., Hkv, M, ·) with each key that no query may read set to 0 (``allowed``: True = may read).
+
+    Subtle: a masked weight is exactly 0, but 0 · NaN is NaN, so a NaN (or inf) value at a
+    padded position would reach every row through ``weights @ v``; in scores, NaN + (-inf)
+    is NaN. Zeroing what no query reads changes no output that was finite. Query heads that
+    share a KV head (GQA) keep a key if any of them reads it.
+    """
+    readable = torch.atleast_2d(allowed).any(dim=-2)  # (..., H or 1, M)
+    if readable.ndim >= 2 and x.ndim >= 3 and readable.shape[-2] not in (1, x.shape[-3]):
+        readable = readable.unflatten(-2, (x.shape[-3], -1)).any(dim=-2)  # (..., Hkv, M): any head of the group
+    if bool(readable.all()):
+        return x
+    return x.masked_fill(~readable[..., None], 0.0)  # (..., Hkv, M, ·)
+
+
 def attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -113,6 +141,7 @@ def attention(
     is_causal: bool = False,
     scale: float | None = None,
     return_weights: bool = False,
+    dropout_p: float = 0.0,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """softmax(q kᵀ · scale + mask) v, the plain way: the whole score matrix in memory.
 
@@ -126,36 +155,48 @@ def attention(
         is_causal: also apply ``causal_mask(N, M)``, aligned bottom-right.
         scale: multiplies the scores; defaults to 1 / sqrt(D).
         return_weights: also return the attention weights (..., H, N, M).
+        dropout_p: drop each weight with this probability (the kept ones scaled by
+            1 / (1 - p)), after the softmax and before reading v. The caller decides when:
+            ``MultiHeadAttention`` passes its ``dropout`` in training only.
 
     Returns:
-        The output (..., H, N, Dv), and the weights when ``return_weights``. Half-precision
-        inputs are computed with a float32 softmax and returned in their own dtype.
+        The output (..., H, N, Dv), and the weights when ``return_weights`` (after dropout,
+        the ones that read v). Half-precision inputs are computed with a float32 softmax and
+        returned in their own dtype. A key that no query may read contributes nothing, even
+        if it holds NaN or inf.
     """
     validate_attention_inputs(q, k, v, mask)
     scale = resolve_scale(scale, q)
+    dropout_p = probability("dropout_p", dropout_p)
 
     n_queries, n_keys = q.shape[-2], k.shape[-2]
-    if q.ndim >= 3 and q.shape[-3] != k.shape[-3]:
+    if q.ndim >= 3:
         # Grouped-query attention: each KV head serves H // Hkv consecutive query heads.
         n_groups = q.shape[-3] // k.shape[-3]
-        k = k.repeat_interleave(n_groups, dim=-3)  # (..., H, M, D)
-        v = v.repeat_interleave(n_groups, dim=-3)  # (..., H, M, Dv)
+        k, v = repeat_kv(k, n_groups), repeat_kv(v, n_groups)  # (..., H, M, D), (..., H, M, Dv)
 
     scores = (q @ k.transpose(-2, -1)) * scale  # (..., H, N, M)
-    if mask is not None and mask.dtype != torch.bool:
+    allowed = None  # True where a query may read a key
+    if mask is not None and mask.dtype == torch.bool:
+        allowed = mask
+    elif mask is not None:
         scores = scores + mask.to(scores.dtype)  # additive: 0 allowed, -inf disallowed
-    allowed = mask if mask is not None and mask.dtype == torch.bool else None
+        allowed = mask != float("-inf")  # (a NaN score plus -inf is NaN: masked again below)
     if is_causal:
         causal = causal_mask(n_queries, n_keys, device=q.device)  # (N, M)
         allowed = causal if allowed is None else allowed & causal
     if allowed is not None:
         # Mask BEFORE the softmax: a disallowed key must not enter the denominator.
         scores = scores.masked_fill(~allowed, float("-inf"))  # (..., H, N, M)
+        if mask is not None:  # causal alone hides no key from every query
+            v = zero_unread_keys(v, allowed)  # (..., H, M, Dv)
 
     # At least float32 for the softmax of fp16/bf16 inputs: exp and the row sum lose too
     # much in 8-11 bits. float64 stays float64.
     softmax_dtype = torch.promote_types(scores.dtype, torch.float32)
     weights = softmax(scores.to(softmax_dtype), dim=-1).to(q.dtype)  # (..., H, N, M)
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, dropout_p)  # kept weights scaled by 1 / (1 - p)
     output = weights @ v  # (..., H, N, Dv)
     return (output, weights) if return_weights else output
 
@@ -196,9 +237,10 @@ def _fused_attention(
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, enable_gqa=gqa)
     if mask.dtype != torch.bool:
         mask = mask.to(q.dtype)  # SDPA wants a float mask in the dtype of q
+    allowed = mask if mask.dtype == torch.bool else mask > float("-inf")
+    k, v = zero_unread_keys(k, allowed), zero_unread_keys(v, allowed)  # (B, Hkv, M, ·): no 0 · NaN from padding
     # Subtle: a row with no allowed key is NaN in some SDPA kernels. Let such rows read
     # everything (finite values and gradients), then zero them: our convention.
-    allowed = mask if mask.dtype == torch.bool else mask > float("-inf")
     has_key = allowed.any(dim=-1, keepdim=True)  # (..., N, 1)
     if bool(has_key.all()):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, enable_gqa=gqa)
@@ -253,11 +295,9 @@ class MultiHeadAttention(nn.Module):
                 f"n_heads={n_heads} is not a multiple of n_kv_heads={n_kv_heads}: "
                 "each KV head must serve the same number of query heads"
             )
-        if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real) or not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be a probability in [0, 1), got {dropout!r}")
         self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
         self.head_dim = d_model // n_heads
-        self.dropout = float(dropout)
+        self.dropout = probability("dropout", dropout)
         self.fused = bool(fused)
         self.q_proj = nn.Linear(d_model, n_heads * self.head_dim, bias=bias)  # C -> H·D
         self.k_proj = nn.Linear(d_model, n_kv_heads * self.head_dim, bias=bias)  # C -> Hkv·D
@@ -313,12 +353,7 @@ class MultiHeadAttention(nn.Module):
         dropout_p = self.dropout if self.training else 0.0
         if self.fused:
             return _fused_attention(q, k, v, mask, is_causal, dropout_p)
-        if dropout_p == 0.0:
-            return attention(q, k, v, mask, is_causal=is_causal)  # (B, H, N, D)
-        _, weights = attention(q, k, v, mask, is_causal=is_causal, return_weights=True)  # (B, H, N, M)
-        weights = F.dropout(weights, dropout_p)  # kept weights scaled by 1 / (1 - p)
-        v = v.repeat_interleave(self.n_heads // self.n_kv_heads, dim=-3)  # (B, H, M, D)
-        return weights @ v  # (B, H, N, D)
+        return attention(q, k, v, mask, is_causal=is_causal, dropout_p=dropout_p)  # (B, H, N, D)
 
     def forward(
         self,

@@ -12,6 +12,9 @@ Shape letters used in the comments:
     B    batch                 N    tokens (positions)
     d    model width, d_model  F    FFN hidden width (f in chapter 4)
 
+The attention branch can also turn q and k by RoPE (chapter 3) and read and extend a KV
+cache (chapter 6): ``lib.gpt``'s decoder stacks this same block with both.
+
 Each norm has a plain twin written out (``layer_norm``, ``rms_norm``) beside the fused
 kernel its module calls; the tests check that the two agree, outputs and gradients.
 """
@@ -26,6 +29,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from lib.attention import MultiHeadAttention
+from lib.kv_cache import KVCache
+from lib.rope import rotate_pairs
+from lib.validation import is_integer, positive_int
 
 __all__ = [
     "layer_norm",
@@ -45,6 +51,7 @@ __all__ = [
 NORMS = ("layer", "rms")
 FFNS = ("mlp", "swiglu")
 ACTIVATIONS = {"gelu": F.gelu, "relu": F.relu}  # gelu is the exact (erf) form, as torch's "gelu"
+Rotation = tuple[torch.Tensor, torch.Tensor]  # RoPE's (cos, sin) at the new positions, (N, D/2) each
 
 
 def _check_width(x: torch.Tensor, d: int, who: str) -> None:
@@ -170,8 +177,7 @@ def ffn_parameters(d: int, hidden: int, *, gated: bool = False, bias: bool = Tru
 
 def _check_sizes(d: int, hidden: int, who: str) -> None:
     for name, value in (("d", d), ("hidden", hidden)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{who}: {name} must be a positive integer, got {value!r}")
+        positive_int(f"{who}: {name}", value)
 
 
 class FeedForward(nn.Module):
@@ -229,10 +235,10 @@ class Block(nn.Module):
     before (``norm_first=True``, pre-norm) or after (post-norm) each addition.
 
     Sub-modules: ``norm1``, ``attn`` (``MultiHeadAttention``), ``norm2``, ``ffn``, and
-    ``dropout1``/``dropout2`` on each branch output. A model that changes how attention
-    reads (RoPE on q and k, a KV cache) overrides ``attention_branch``, e.g. with
-    ``attn.project`` -> rotate q, k -> ``attn.attend`` -> ``attn.merge_heads`` -> ``attn.out_proj``;
-    the residual wiring and the norms stay here.
+    ``dropout1``/``dropout2`` on each branch output. How attention reads is the
+    ``attention_branch``: ``attn.project`` -> RoPE on q and k (if a ``rotation`` is given)
+    -> append k, v to the cache (if one is given) -> ``attn.attend`` -> ``attn.merge_heads``
+    -> ``attn.out_proj``. The residual wiring and the norms are the same for every use.
     """
 
     def __init__(
@@ -250,13 +256,11 @@ class Block(nn.Module):
         bias: bool = True,
     ):
         super().__init__()
-        for name, value in (("d_model", d_model), ("n_heads", n_heads)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"Block: {name} must be a positive integer, got {value!r}")
+        d_model, n_heads = positive_int("Block: d_model", d_model), positive_int("Block: n_heads", n_heads)
         if d_model % n_heads:
             raise ValueError(f"Block: d_model={d_model} is not divisible by n_heads={n_heads}")
         kv_heads = n_heads if n_kv_heads is None else n_kv_heads
-        if isinstance(kv_heads, bool) or not isinstance(kv_heads, int) or kv_heads < 1 or n_heads % kv_heads:
+        if not is_integer(kv_heads) or kv_heads < 1 or n_heads % kv_heads:
             raise ValueError(f"Block: n_heads={n_heads} must be a multiple of n_kv_heads={n_kv_heads!r}")
         if ffn not in FFNS:
             raise ValueError(f"Block: ffn must be one of {FFNS}, got {ffn!r}")
@@ -277,22 +281,54 @@ class Block(nn.Module):
         self.dropout1 = nn.Dropout(dropout)
         self.dropout2 = nn.Dropout(dropout)
 
-    def attention_branch(self, x: torch.Tensor, mask: torch.Tensor | None, is_causal: bool) -> torch.Tensor:
-        """The attention branch on its (already normalized, if pre-norm) input: (B, N, d) -> (B, N, d)."""
-        return self.attn(x, mask=mask, is_causal=is_causal)
+    def attention_branch(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        is_causal: bool,
+        rotation: Rotation | None = None,
+        cache: KVCache | None = None,
+    ) -> torch.Tensor:
+        """The attention branch on its (already normalized, if pre-norm) input: (B, N, d) -> (B, N, d).
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, *, is_causal: bool = False) -> torch.Tensor:
-        """(B, N, d) -> (B, N, d). ``mask`` and ``is_causal`` follow lib.attention (True = may read)."""
+        ``rotation``: RoPE's (cos, sin) at the N new positions, (N, D/2) each (``lib.rope.rope_cos_sin``),
+        applied to q and k. ``cache``: a ``KVCache`` holding L earlier tokens; the new keys
+        (rotated first, so never again) and values join it, and the queries read all L + N,
+        causal bottom-right (query i at position L + i).
+        """
+        if rotation is None and cache is None:
+            return self.attn(x, mask=mask, is_causal=is_causal)  # (B, N, d)
+        q, k, v = self.attn.project(x)  # (B, H, N, D), (B, Hkv, N, D), (B, Hkv, N, D)
+        if rotation is not None:
+            q = rotate_pairs(q, *rotation)  # (B, H, N, D)
+            k = rotate_pairs(k, *rotation)  # (B, Hkv, N, D): rotated once, then cached
+        if cache is not None:
+            k, v = cache.append(k, v)  # (B, Hkv, L + N, D) each: Hkv heads, never expanded to H
+        heads = self.attn.attend(q, k, v, mask, is_causal=is_causal)  # (B, H, N, D)
+        return self.attn.out_proj(self.attn.merge_heads(heads))  # (B, N, d)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        *,
+        is_causal: bool = False,
+        rotation: Rotation | None = None,
+        cache: KVCache | None = None,
+    ) -> torch.Tensor:
+        """(B, N, d) -> (B, N, d). ``mask`` and ``is_causal`` follow lib.attention (True = may read);
+        ``rotation`` and ``cache`` as in ``attention_branch``."""
         _check_width(x, self.d_model, "Block")
         if x.ndim != 3:
             raise ValueError(f"Block expects x of shape (B, N, d_model={self.d_model}), got {tuple(x.shape)}")
         if self.norm_first:
             # Pre-norm: each branch reads a normalized copy; the residual stream itself is never normalized.
-            x = x + self.dropout1(self.attention_branch(self.norm1(x), mask, is_causal))  # (B, N, d): U
+            attended = self.attention_branch(self.norm1(x), mask, is_causal, rotation, cache)  # (B, N, d)
+            x = x + self.dropout1(attended)  # (B, N, d): U
             x = x + self.dropout2(self.ffn(self.norm2(x)))  # (B, N, d): Y
         else:
             # Post-norm: normalize the sum, so the stream is rescaled after every addition.
-            x = self.norm1(x + self.dropout1(self.attention_branch(x, mask, is_causal)))  # (B, N, d): U
+            x = self.norm1(x + self.dropout1(self.attention_branch(x, mask, is_causal, rotation, cache)))  # U
             x = self.norm2(x + self.dropout2(self.ffn(x)))  # (B, N, d): Y
         return x
 

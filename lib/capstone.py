@@ -32,6 +32,7 @@ from lib.stories import tiny_stories
 from lib.tokenizer import BPETokenizer
 from lib.trained import cached
 from lib.training import TrainConfig, evaluate, train
+from lib.validation import positive_int
 
 __all__ = [
     "CorpusConfig",
@@ -140,9 +141,7 @@ def _check_stream(name: str, ids: object, vocab_size: int) -> torch.Tensor:
 
 def uniform_loss(vocab_size: int) -> float:
     """Cross-entropy (nats) of a guess that gives every token the same probability: ln V."""
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1:
-        raise ValueError(f"vocab_size must be a positive integer, got {vocab_size!r}")
-    return math.log(vocab_size)
+    return math.log(positive_int("vocab_size", vocab_size))
 
 
 def unigram_loss(train_ids: torch.Tensor, val_ids: torch.Tensor, vocab_size: int, *, context: int,

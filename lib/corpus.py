@@ -27,6 +27,8 @@ import random
 
 import regex
 
+from lib.validation import is_integer
+
 SAMPLE_TEXTS = {
     "English": (
         "A tokenizer turns text into numbers. Each language and each script gets a different share of "
@@ -108,7 +110,7 @@ def sentences(name: str, n: int, seed: int = 0) -> list[str]:
     """``n`` generated sentences (or code lines) in the language ``name`` of SAMPLE_TEXTS."""
     if name not in SAMPLE_TEXTS:
         raise ValueError(f"name must be one of {sorted(SAMPLE_TEXTS)}, got {name!r}")
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+    if not is_integer(n) or n < 0:
         raise ValueError(f"n must be a non-negative int, got {n!r}")
     units = _units(name, SAMPLE_TEXTS[name])
     follows = _chain(units)
@@ -128,7 +130,7 @@ def sentences(name: str, n: int, seed: int = 0) -> list[str]:
 def multilingual_corpus(n_bytes: int, seed: int = 0, languages: tuple[str, ...] | None = None) -> str:
     """About ``n_bytes`` of UTF-8 (never more): paragraphs of generated sentences, the
     languages taking turns, separated by blank lines."""
-    if isinstance(n_bytes, bool) or not isinstance(n_bytes, int) or n_bytes < 0:
+    if not is_integer(n_bytes) or n_bytes < 0:
         raise ValueError(f"n_bytes must be a non-negative int, got {n_bytes!r}")
     languages = tuple(SAMPLE_TEXTS) if languages is None else tuple(languages)
     paragraphs, size, round_ = [], 0, 0

@@ -1,10 +1,10 @@
 """A small decoder-only GPT from the book's parts, and its KV-cached generation (chapters 6 and 9).
 
-    tokens -> embedding -> n_layers x DecoderBlock -> RMSNorm -> linear head -> logits
+    tokens -> embedding -> n_layers x Block -> RMSNorm -> linear head -> logits
 
-Each ``DecoderBlock`` is chapter 4's pre-norm ``Block`` (RMSNorm, SwiGLU, grouped-query
-attention) whose attention branch adds two things: RoPE (chapter 3) on the queries and
-keys at their absolute positions, and an optional ``KVCache`` (this chapter) per layer.
+Each layer is chapter 4's pre-norm ``Block`` (RMSNorm, SwiGLU, grouped-query attention),
+called with the two things its attention branch takes: RoPE's rotation (chapter 3) of the
+queries and keys at their absolute positions, and an optional ``KVCache`` (this chapter).
 
 Generation runs in two phases (``GPT.generate``):
     prefill  the whole prompt in one pass; every layer caches its keys and values;
@@ -32,11 +32,11 @@ import torch.nn as nn
 
 from lib.blocks import Block, make_norm, swiglu_hidden
 from lib.kv_cache import KVCache
-from lib.rope import rope_cos_sin, rope_frequencies, rotate_pairs
+from lib.rope import rope_cos_sin, rope_frequencies
+from lib.validation import non_negative_int, optional_positive_int, positive_int
 
 __all__ = [
     "GPTConfig",
-    "DecoderBlock",
     "GPT",
     "sample_next",
     "count_parameters",
@@ -62,9 +62,7 @@ class GPTConfig:
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "n_layers", "d_model", "n_heads", "n_kv_heads", "max_len"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-                raise ValueError(f"GPTConfig.{name} must be a positive integer, got {value!r}")
+            setattr(self, name, positive_int(f"GPTConfig.{name}", getattr(self, name)))
         if self.d_model % self.n_heads:
             raise ValueError(f"GPTConfig: d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         if self.n_heads % self.n_kv_heads:
@@ -102,49 +100,6 @@ def count_parameters(config: GPTConfig) -> int:
     return config.n_layers * per_layer + embedding + norm_params + head
 
 
-Rotation = tuple[torch.Tensor, torch.Tensor]  # RoPE's (cos, sin) at the new positions, (T, D/2) each
-
-
-class DecoderBlock(Block):
-    """Chapter 4's pre-norm ``Block``, with RoPE on q and k and an optional KV cache.
-
-    The norms, the SwiGLU and the residual wiring are the parent's; only the attention
-    branch changes: ``attn.project`` -> rotate q and k -> append k, v to the cache ->
-    ``attn.attend`` (bottom-right causal) -> ``attn.merge_heads`` -> ``attn.out_proj``.
-    """
-
-    def __init__(self, config: GPTConfig):
-        super().__init__(
-            config.d_model,
-            config.n_heads,
-            n_kv_heads=config.n_kv_heads,
-            ffn=config.ffn,
-            hidden=config.ffn_hidden,
-            norm=config.norm,
-            norm_first=True,
-            dropout=config.dropout,
-            bias=config.bias,
-        )
-
-    def causal_attention(self, x: torch.Tensor, rotation: Rotation, cache: KVCache | None) -> torch.Tensor:
-        """(B, T, C) normalized input -> (B, T, C), reading the cache's L tokens and the T new ones.
-
-        ``rotation`` is the (cos, sin) of RoPE's angles at the T new positions, (T, D/2) each:
-        ``apply_rope`` split in two, so that the tables are computed once for all layers.
-        """
-        q, k, v = self.attn.project(x)  # (B, H, T, D), (B, Hkv, T, D), (B, Hkv, T, D)
-        q = rotate_pairs(q, *rotation)  # (B, H, T, D)
-        k = rotate_pairs(k, *rotation)  # (B, Hkv, T, D): rotated once, then cached
-        if cache is not None:
-            k, v = cache.append(k, v)  # (B, Hkv, L + T, D) each: Hkv heads, never expanded to H
-        heads = self.attn.attend(q, k, v, is_causal=True)  # (B, H, T, D), bottom-right causal
-        return self.attn.out_proj(self.attn.merge_heads(heads))  # (B, T, C)
-
-    def forward(self, x: torch.Tensor, rotation: Rotation, cache: KVCache | None = None) -> torch.Tensor:
-        x = x + self.dropout1(self.causal_attention(self.norm1(x), rotation, cache))  # (B, T, C)
-        return x + self.dropout2(self.ffn(self.norm2(x)))  # (B, T, C)
-
-
 class GPT(nn.Module):
     """Decoder-only transformer: ``forward(idx)`` maps (B, T) token ids to (B, T, V) logits."""
 
@@ -154,7 +109,12 @@ class GPT(nn.Module):
             raise TypeError(f"GPT expects a GPTConfig, got {type(config).__name__}")
         self.config = config
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
-        self.blocks = nn.ModuleList(DecoderBlock(config) for _ in range(config.n_layers))
+        self.blocks = nn.ModuleList(
+            Block(config.d_model, config.n_heads, n_kv_heads=config.n_kv_heads, ffn=config.ffn,
+                  hidden=config.ffn_hidden, norm=config.norm, norm_first=True, dropout=config.dropout,
+                  bias=config.bias)
+            for _ in range(config.n_layers)
+        )  # fmt: skip
         self.norm = make_norm(config.norm, config.d_model, bias=config.bias)  # the final norm of a pre-norm stack
         self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         if config.tie_embeddings:
@@ -198,7 +158,7 @@ class GPT(nn.Module):
         x = self.embed(idx)  # (B, T, C)
         rotation = rope_cos_sin(positions, self.freqs, x.dtype)  # (T, D/2) cos and sin, shared by all layers
         for i, block in enumerate(self.blocks):
-            x = block(x, rotation, None if caches is None else caches[i])  # (B, T, C)
+            x = block(x, is_causal=True, rotation=rotation, cache=None if caches is None else caches[i])  # (B, T, C)
         if last_only:
             x = x[:, -1:]  # (B, 1, C): generation needs only the last position's logits
         return self.head(self.norm(x))  # (B, T, V)
@@ -244,10 +204,11 @@ class GPT(nn.Module):
         token. Without it: every step recomputes the whole sequence so far (the plain twin;
         greedy output is identical). Temperature 0 is greedy; otherwise sample from
         softmax(logits / temperature), restricted to the ``top_k`` likeliest tokens if given.
-        Runs in eval mode (no dropout) and restores the training flag afterwards.
+        Runs in eval mode (no dropout) and restores the training flag afterwards. Every
+        argument is checked, even when ``max_new_tokens`` is 0 and nothing is sampled.
         """
-        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, numbers.Integral) or max_new_tokens < 0:
-            raise ValueError(f"max_new_tokens must be a non-negative integer, got {max_new_tokens!r}")
+        max_new_tokens = non_negative_int("max_new_tokens", max_new_tokens)
+        temperature, top_k = _check_sampling(temperature, top_k)
         self._validate(idx, None)
         total = idx.shape[1] + max_new_tokens
         if total > self.config.max_len:
@@ -283,14 +244,15 @@ def sample_next(
     top_k: int | None = None,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """(B, V) logits -> (B,) next token ids: greedy at temperature 0, else a (top-k) sample."""
-    if logits.ndim != 2:
-        raise ValueError(f"logits must have shape (B, V), got {tuple(logits.shape)}")
-    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) or temperature < 0:
-        raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or top_k < 1):
-        raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
-    if temperature == 0:
+    """(B, V) logits -> (B,) next token ids: greedy at temperature 0, else a (top-k) sample.
+
+    ``top_k=1`` is greedy too, whatever the temperature: the argmax, which among tied logits
+    is the first (lowest id), as at temperature 0.
+    """
+    if not isinstance(logits, torch.Tensor) or logits.ndim != 2:
+        raise ValueError(f"logits must be a tensor of shape (B, V), got {getattr(logits, 'shape', logits)!r}")
+    temperature, top_k = _check_sampling(temperature, top_k)
+    if temperature == 0 or top_k == 1:
         return logits.argmax(dim=-1)  # (B,)
     scaled = logits.float() / temperature  # (B, V)
     if top_k is not None and top_k < scaled.shape[-1]:
@@ -298,3 +260,10 @@ def sample_next(
         scaled = scaled.masked_fill(scaled < kth, float("-inf"))  # (B, V): only the top k survive
     probs = torch.softmax(scaled, dim=-1)  # (B, V)
     return torch.multinomial(probs, 1, generator=generator)[:, 0]  # (B,)
+
+
+def _check_sampling(temperature: object, top_k: object) -> tuple[float, int | None]:
+    """temperature a finite number >= 0 (NaN or inf would sample uniformly), top_k a positive integer or None."""
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) or not 0 <= temperature < math.inf:
+        raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
+    return float(temperature), optional_positive_int("top_k", top_k)

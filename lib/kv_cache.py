@@ -30,6 +30,12 @@ Shape letters used in the comments:
 
 Errors never leave a cache half-written: every check runs before the first write, so a
 failed append changes nothing, in this sequence or any other.
+
+Autograd: a cache stores values, not graphs. What an ``append`` returns carries gradient
+to the entries appended in that call only; the earlier entries are constants. So each
+step can be backpropagated on its own (a second backward does not reach into a graph the
+first one freed), and generation under ``torch.no_grad`` pays nothing for it. The paged
+cache's ``gather`` returns constants.
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ import numbers
 from dataclasses import dataclass, field
 
 import torch
+
+from lib.validation import non_negative_int, positive_int
 
 __all__ = [
     "CacheFullError",
@@ -53,12 +61,6 @@ class CacheFullError(RuntimeError):
     """An append needs more room than the cache has left. The cache is unchanged."""
 
 
-def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
 def kv_cache_bytes(*, layers: int, batch: int, seq_len: int, kv_heads: int, head_dim: int, bytes_per_element=2):
     """Bytes of keys and values a decoder stores: 2 · L · B · N · h_kv · d_h · s.
 
@@ -71,7 +73,7 @@ def kv_cache_bytes(*, layers: int, batch: int, seq_len: int, kv_heads: int, head
     """
     sizes = {"layers": layers, "batch": batch, "seq_len": seq_len, "kv_heads": kv_heads, "head_dim": head_dim}
     for name, value in sizes.items():
-        _positive_int(name, value)
+        positive_int(name, value)
     if isinstance(bytes_per_element, bool) or not isinstance(bytes_per_element, numbers.Real) or bytes_per_element <= 0:
         raise ValueError(f"bytes_per_element must be a positive number, got {bytes_per_element!r}")
     total = 2 * layers * batch * seq_len * kv_heads * head_dim * bytes_per_element
@@ -80,10 +82,8 @@ def kv_cache_bytes(*, layers: int, batch: int, seq_len: int, kv_heads: int, head
 
 def blocks_needed(n_tokens: int, block_size: int) -> int:
     """Blocks of ``block_size`` tokens that hold ``n_tokens``: ceil(n / S); 0 for no tokens."""
-    block_size = _positive_int("block_size", block_size)
-    if isinstance(n_tokens, bool) or not isinstance(n_tokens, numbers.Integral) or n_tokens < 0:
-        raise ValueError(f"n_tokens must be a non-negative integer, got {n_tokens!r}")
-    return -(-int(n_tokens) // block_size)
+    block_size = positive_int("block_size", block_size)
+    return -(-non_negative_int("n_tokens", n_tokens) // block_size)
 
 
 def _check_entries(name: str, x, *, kv_heads: int, head_dim: int, dtype, device, leading: tuple[int, ...]) -> None:
@@ -126,10 +126,10 @@ class ConcatKVCache:
     """
 
     def __init__(self, batch: int, kv_heads: int, max_len: int, head_dim: int, *, dtype=torch.float32, device=None):
-        self.batch = _positive_int("batch", batch)
-        self.kv_heads = _positive_int("kv_heads", kv_heads)
-        self.max_len = _positive_int("max_len", max_len)
-        self.head_dim = _positive_int("head_dim", head_dim)
+        self.batch = positive_int("batch", batch)
+        self.kv_heads = positive_int("kv_heads", kv_heads)
+        self.max_len = positive_int("max_len", max_len)
+        self.head_dim = positive_int("head_dim", head_dim)
         self.dtype = dtype
         self.device = torch.empty(0, device=device).device  # "cuda" becomes "cuda:0", as tensors report it
         self.reset()
@@ -147,8 +147,11 @@ class ConcatKVCache:
         n_new = _check_pair(k, v, leading=(self.batch,), **layout)
         if len(self) + n_new > self.max_len:
             raise CacheFullError(f"appending {n_new} tokens to {len(self)} cached would pass max_len={self.max_len}")
-        self.k = torch.cat([self.k, k], dim=2)  # (B, Hkv, L + T, D): a new tensor every step
-        self.v = torch.cat([self.v, v], dim=2)  # (B, Hkv, L + T, D)
+        past_k, past_v = self.k, self.v
+        self.k = torch.cat([past_k, k.detach()], dim=2)  # (B, Hkv, L + T, D): a new tensor every step
+        self.v = torch.cat([past_v, v.detach()], dim=2)  # (B, Hkv, L + T, D)
+        if k.requires_grad or v.requires_grad:  # the new entries keep their graph; the past is constant
+            return torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)
         return self.k, self.v
 
 
@@ -169,10 +172,10 @@ class KVCache:
     """
 
     def __init__(self, batch: int, kv_heads: int, max_len: int, head_dim: int, *, dtype=torch.float32, device=None):
-        self.batch = _positive_int("batch", batch)
-        self.kv_heads = _positive_int("kv_heads", kv_heads)
-        self.max_len = _positive_int("max_len", max_len)
-        self.head_dim = _positive_int("head_dim", head_dim)
+        self.batch = positive_int("batch", batch)
+        self.kv_heads = positive_int("kv_heads", kv_heads)
+        self.max_len = positive_int("max_len", max_len)
+        self.head_dim = positive_int("head_dim", head_dim)
         shape = (self.batch, self.kv_heads, self.max_len, self.head_dim)
         self.k = torch.zeros(shape, dtype=dtype, device=device)  # (B, Hkv, max_len, D)
         self.v = torch.zeros(shape, dtype=dtype, device=device)  # (B, Hkv, max_len, D)
@@ -200,9 +203,11 @@ class KVCache:
             raise CacheFullError(
                 f"appending {n_new} tokens to {start} cached would pass max_len={self.max_len}; nothing was written"
             )
-        self.k[:, :, start:stop] = k  # in place: only the T new entries are copied
-        self.v[:, :, start:stop] = v
+        self.k[:, :, start:stop] = k.detach()  # in place: only the T new entries are copied
+        self.v[:, :, start:stop] = v.detach()
         self.length = stop
+        if k.requires_grad or v.requires_grad:  # the new entries keep their graph; the past is constant
+            return torch.cat([self.k[:, :, :start], k], dim=2), torch.cat([self.v[:, :, :start], v], dim=2)
         return self.k[:, :, :stop], self.v[:, :, :stop]  # (B, Hkv, L + T, D) views
 
 
@@ -231,10 +236,10 @@ class PagedKVCache:
     def __init__(
         self, num_blocks: int, block_size: int, kv_heads: int, head_dim: int, *, dtype=torch.float32, device=None
     ):
-        self.num_blocks = _positive_int("num_blocks", num_blocks)
-        self.block_size = _positive_int("block_size", block_size)
-        self.kv_heads = _positive_int("kv_heads", kv_heads)
-        self.head_dim = _positive_int("head_dim", head_dim)
+        self.num_blocks = positive_int("num_blocks", num_blocks)
+        self.block_size = positive_int("block_size", block_size)
+        self.kv_heads = positive_int("kv_heads", kv_heads)
+        self.head_dim = positive_int("head_dim", head_dim)
         shape = (self.num_blocks, self.kv_heads, self.block_size, self.head_dim)
         self.k_blocks = torch.zeros(shape, dtype=dtype, device=device)  # (num_blocks, Hkv, S, D)
         self.v_blocks = torch.zeros(shape, dtype=dtype, device=device)  # (num_blocks, Hkv, S, D)
@@ -336,8 +341,8 @@ class PagedKVCache:
             position = sequence.length + written
             block, slot = sequence.blocks[position // size], position % size
             chunk = min(size - slot, n_new - written)
-            self.k_blocks[block, :, slot : slot + chunk] = k[:, written : written + chunk]
-            self.v_blocks[block, :, slot : slot + chunk] = v[:, written : written + chunk]
+            self.k_blocks[block, :, slot : slot + chunk] = k[:, written : written + chunk].detach()
+            self.v_blocks[block, :, slot : slot + chunk] = v[:, written : written + chunk].detach()
             written += chunk
         sequence.length = new_length
 

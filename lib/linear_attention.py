@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import torch
 
-from lib.attention import validate_attention_inputs
+from lib.attention import repeat_kv
+from lib.validation import positive_int, validate_attention_inputs
 
 CHUNK = 64  # keys per chunk of the causal form: big enough for fast matmuls, small enough that (C, C) is cheap
 
@@ -45,10 +46,23 @@ def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
 
 def _expand_kv_heads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Grouped-query heads: each KV head serves H // Hkv consecutive query heads (as in attention)."""
-    if q.ndim < 3 or q.shape[-3] == k.shape[-3]:
+    if q.ndim < 3:
         return k, v
     groups = q.shape[-3] // k.shape[-3]
-    return k.repeat_interleave(groups, dim=-3), v.repeat_interleave(groups, dim=-3)  # (..., H, M, ·)
+    return repeat_kv(k, groups), repeat_kv(v, groups)  # (..., H, M, ·)
+
+
+def _read_values(weights: torch.Tensor, allowed: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """weights (..., N, M) @ v (..., M, Dv), where a key a row may not read adds nothing.
+
+    Subtle: a masked weight is 0, and 0 · NaN (or 0 · inf) is NaN, so with a non-finite value
+    the plain product would reach rows that never read it. Only then is the sum written
+    out with the mask, (N, M, Dv) at once: a rare path for inputs that are already broken.
+    """
+    if bool(torch.isfinite(v).all()):
+        return weights @ v  # (..., N, Dv)
+    products = weights[..., :, :, None] * v[..., None, :, :]  # (..., N, M, Dv)
+    return products.masked_fill(~allowed[..., None], 0.0).sum(dim=-2)  # (..., N, Dv)
 
 
 def _validate(q, k, v, is_causal):
@@ -66,12 +80,15 @@ def linear_attention_quadratic(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     _validate(q, k, v, is_causal)
     k, v = _expand_kv_heads(q, k, v)
     weights = elu_feature_map(q) @ elu_feature_map(k).transpose(-2, -1)  # (..., H, N, M)
+    n_queries, n_keys = q.shape[-2], k.shape[-2]
+    allowed = torch.ones(n_queries, n_keys, dtype=torch.bool, device=q.device)  # (N, M)
     if is_causal:
-        n_queries, n_keys = q.shape[-2], k.shape[-2]
         query_pos = torch.arange(n_queries, device=q.device)[:, None] + (n_keys - n_queries)  # (N, 1)
-        weights = weights * (torch.arange(n_keys, device=q.device)[None, :] <= query_pos)  # (..., H, N, M)
+        allowed = torch.arange(n_keys, device=q.device)[None, :] <= query_pos  # (N, M)
+        weights = weights.masked_fill(~allowed, 0.0)  # (..., H, N, M); a fill, not a product: 0 · NaN is NaN
     normalizer = weights.sum(dim=-1, keepdim=True)  # (..., H, N, 1)
-    return weights @ v / torch.where(normalizer > 0, normalizer, torch.ones_like(normalizer))  # (..., H, N, Dv)
+    numerator = _read_values(weights, allowed, v)  # (..., H, N, Dv)
+    return numerator / torch.where(normalizer > 0, normalizer, torch.ones_like(normalizer))  # (..., H, N, Dv)
 
 
 def linear_attention(
@@ -81,11 +98,11 @@ def linear_attention(
     v (..., Hkv, M, Dv) -> (..., H, N, Dv). Equals ``linear_attention_quadratic``.
 
     ``is_causal``: query i (at absolute position M - N + i) reads keys 0..M - N + i, through
-    running sums of φ(k_j) v_jᵀ and φ(k_j), taken ``chunk`` keys at a time.
+    running sums of φ(k_j) v_jᵀ and φ(k_j), taken ``chunk`` keys at a time. A NaN or inf
+    at key j reaches exactly the rows that read it, whatever the chunk.
     """
     _validate(q, k, v, is_causal)
-    if chunk < 1:
-        raise ValueError(f"chunk must be positive, got {chunk}")
+    chunk = positive_int("chunk", chunk)
     k, v = _expand_kv_heads(q, k, v)
     phi_q, phi_k = elu_feature_map(q), elu_feature_map(k)  # (..., H, N, D), (..., H, M, D)
     if not is_causal:
@@ -101,13 +118,15 @@ def linear_attention(
     past = max(offset, 0)
     state = phi_k[..., :past, :].transpose(-2, -1) @ v[..., :past, :]  # (..., H, D, Dv)
     normalizer_state = phi_k[..., :past, :].sum(dim=-2)  # (..., H, D)
+    causal = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril_()  # (C, C): who reads whom in a chunk
     for key_start in range(past, n_keys, chunk):
         key_end = min(key_start + chunk, n_keys)
         rows = slice(key_start - offset, key_end - offset)  # the queries at these same positions
         phi_q_c = phi_q[..., rows, :]  # (..., H, C, D)
         phi_k_c, v_c = phi_k[..., key_start:key_end, :], v[..., key_start:key_end, :]  # (..., H, C, ·)
         within = (phi_q_c @ phi_k_c.transpose(-2, -1)).tril_()  # (..., H, C, C): each query's keys in the chunk
-        numerator = phi_q_c @ state + within @ v_c  # (..., H, C, Dv)
+        n_rows, n_cols = within.shape[-2:]
+        numerator = phi_q_c @ state + _read_values(within, causal[:n_rows, :n_cols], v_c)  # (..., H, C, Dv)
         normalizer = phi_q_c @ normalizer_state[..., None] + within.sum(dim=-1, keepdim=True)  # (..., H, C, 1)
         out[..., rows, :] = numerator / normalizer.clamp_min(torch.finfo(q.dtype).tiny)
         state = state + phi_k_c.transpose(-2, -1) @ v_c  # fold the chunk into the running sums

@@ -15,9 +15,9 @@ Shape letters: B batch, h heads, N queries, M keys.
 
 from __future__ import annotations
 
-import numbers
-
 import torch
+
+from lib.validation import positive_int
 
 __all__ = ["sliding_window_mask", "segment_mask", "mask_from_torch"]
 
@@ -31,8 +31,7 @@ def sliding_window_mask(
     p = n_keys - n_queries + i and reads key j iff p - window < j <= p. With a window at
     least as long as the keys this is exactly ``causal_mask``; ``window=1`` reads only itself.
     """
-    if isinstance(window, bool) or not isinstance(window, numbers.Integral) or window < 1:
-        raise ValueError(f"window must be a positive integer, got {window!r}")
+    window = positive_int("window", window)
     if n_queries < 0 or n_keys < 0:
         raise ValueError(f"sliding_window_mask needs non-negative sizes, got n_queries={n_queries}, n_keys={n_keys}")
     query_pos = torch.arange(n_queries, device=device)[:, None] + (n_keys - n_queries)  # (N, 1)

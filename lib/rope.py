@@ -35,6 +35,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from lib.validation import is_integer, non_negative_int, positive_int
+
 __all__ = [
     "LAYOUTS",
     "rope_frequencies",
@@ -49,7 +51,7 @@ LAYOUTS = ("half", "interleaved")
 
 
 def _check_width(dim: int, name: str = "dim") -> None:
-    if isinstance(dim, bool) or not isinstance(dim, numbers.Integral) or dim < 2 or dim % 2:
+    if not is_integer(dim) or dim < 2 or dim % 2:
         raise ValueError(f"{name} must be a positive even integer (coordinates are rotated in pairs), got {dim!r}")
 
 
@@ -231,10 +233,7 @@ def sinusoidal_positions(
     """
     _check_width(dim)
     _check_base(base)
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
-        raise ValueError(f"n must be a non-negative integer, got {n!r}")
-    if isinstance(start, bool) or not isinstance(start, numbers.Integral) or start < 0:
-        raise ValueError(f"start must be a non-negative integer, got {start!r}")
+    n, start = non_negative_int("n", n), non_negative_int("start", start)
     positions = torch.arange(start, start + n, dtype=torch.float64)  # (n,)
     angles = rope_angles(positions, rope_frequencies(dim, base, dtype=torch.float64))  # (n, dim/2)
     table = torch.empty(n, dim, dtype=torch.float64)  # (n, dim)
@@ -253,10 +252,7 @@ class LearnedPositions(nn.Module):
 
     def __init__(self, max_len: int, dim: int):
         super().__init__()
-        for name, value in (("max_len", max_len), ("dim", dim)):
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        self.max_len, self.dim = int(max_len), int(dim)
+        self.max_len, self.dim = positive_int("max_len", max_len), positive_int("dim", dim)
         self.weight = nn.Parameter(torch.empty(self.max_len, self.dim))  # (max_len, dim)
         nn.init.normal_(self.weight, std=0.02)  # as nanoGPT; OpenAI's GPT-2 code used 0.01
 

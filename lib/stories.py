@@ -26,6 +26,8 @@ from __future__ import annotations
 import math
 import random
 
+from lib.validation import positive_int
+
 __all__ = ["NAMES", "story", "agreement", "counting", "tiny_stories", "tiny_stories_nats"]
 
 NAMES = (
@@ -92,8 +94,7 @@ def counting(rng: random.Random) -> str:
 
 def tiny_stories(n_paragraphs: int, seed: int = 0) -> list[str]:
     """``n_paragraphs`` paragraphs: half stories, a quarter agreement, a quarter counting."""
-    if isinstance(n_paragraphs, bool) or not isinstance(n_paragraphs, int) or n_paragraphs < 1:
-        raise ValueError(f"n_paragraphs must be a positive integer, got {n_paragraphs!r}")
+    n_paragraphs = positive_int("n_paragraphs", n_paragraphs)
     rng = random.Random(seed)
     kinds = (story, story, agreement, counting)
     return [rng.choice(kinds)(rng) for _ in range(n_paragraphs)]

@@ -16,12 +16,15 @@ query/key block sizes.
 On a CPU "SRAM" is the cache and "HBM" is main memory; what matters here is that no tensor
 bigger than a (bq, bk) tile per head is ever created, so memory stays linear in N.
 
-Four refinements of that loop, each exact, each worth a measured share of the speed:
+Two twins of the loop. The plain one (``_forward_plain``) reads as Algorithm 1: a block of
+queries, every block of keys, ``online_softmax_update`` once per tile, masks applied by
+position. The fast one (``_forward_fast``, the default) adds four refinements, each exact,
+each worth a measured share of the speed; tests hold the two equal, outputs and gradients:
     * causal attention in two phases: unmasked tiles below the diagonal, one masked tile on
       it, nothing above (``_key_tiles``); a sliding window also skips every tile left of
       its band, so its work grows linearly in N;
     * conditional rescaling: once every row has a max, m is kept unless a tile's sums would
-      grow too large, which skips a max and a rescale for most tiles (``_forward``);
+      grow too large, which skips a max and a rescale for most tiles (``_forward_fast``);
     * one scratch buffer, reused, for every score tile;
     * diagonal tiles clamp before ``exp`` (torch's CPU exp is slow below -87; ``_exp_tile``).
 """
@@ -29,12 +32,13 @@ Four refinements of that loop, each exact, each worth a measured share of the sp
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import torch
 
-from lib.attention import resolve_scale, validate_attention_inputs
+from lib.attention import zero_unread_keys
+from lib.validation import is_integer, optional_positive_int, resolve_scale, validate_attention_inputs
 
 # Defaults chosen with `python -m lib.bench attention --sweep` on a 2-core CPU (2026-11-30,
 # N=4096, tiled / SDPA and causal / full): (256, 1024) 1.55 and 0.56; (384, 1024) 1.43 and
@@ -90,19 +94,74 @@ def _finite_or_zero(m: torch.Tensor) -> torch.Tensor:
     return torch.nan_to_num(m, neginf=0.0)
 
 
-def _grouped(q, k, v, mask):
-    """Views that let query heads share their KV head by broadcasting, with no copy of k, v."""
-    n_kv_heads = k.shape[-3] if k.ndim >= 3 else 1
-    if q.ndim == 2:  # (N, D): one head
-        q, k, v = q[None], k[None], v[None]
-    n_groups = q.shape[-3] // k.shape[-3]
-    q_g = q.unflatten(-3, (n_kv_heads, n_groups))  # (..., Hkv, G, N, D)
-    k_g, v_g = k.unsqueeze(-3), v.unsqueeze(-3)  # (..., Hkv, 1, M, D)
-    score_shape = (*q.shape[:-1], k.shape[-2])  # (..., H, N, M)
-    mask_g = None
-    if mask is not None:  # a broadcast view, sliced one tile at a time below: never materialized
-        mask_g = mask.expand(score_shape).unflatten(-3, (n_kv_heads, n_groups))  # (..., Hkv, G, N, M)
-    return q_g, k_g, v_g, mask_g
+@dataclass(frozen=True)
+class Tiling:
+    """How the loops walk the (N, M) score matrix: the pattern, the score scale, the block sizes.
+
+    ``fast`` picks the twin: True is the loop with the four refinements above, False the
+    plain loop of Algorithm 1, which visits every key block and masks by position.
+    """
+
+    is_causal: bool
+    window: int | None  # a causal sliding window, or None
+    scale: float  # multiplies the scores (1 / sqrt(D) by default)
+    block_q: int = BLOCK_Q
+    block_k: int = BLOCK_K
+    fast: bool = True
+
+    @property
+    def banded(self) -> bool:
+        """Causal or windowed: some keys are hidden from some queries by position."""
+        return self.is_causal or self.window is not None
+
+    def key_tiles(self, q_start: int, bq: int, n_queries: int, n_keys: int) -> list[tuple[int, int, bool]]:
+        """(start, end, masked) of each key tile the query rows [q_start, q_start + bq) visit."""
+        if not self.fast:  # the plain twin: every key block, masked by position when banded
+            return [(start, min(start + self.block_k, n_keys), self.banded) for start in range(0, n_keys, self.block_k)]
+        return _key_tiles(self.is_causal, self.window, q_start, bq, n_queries, n_keys, self.block_k)
+
+    def band(self, q_start: int, bq: int, k_start: int, bk: int, n_queries: int, n_keys: int, device) -> torch.Tensor:
+        """(bq, bk) bool, True where query row q_start + i may read key k_start + j by position.
+
+        Query i sits at absolute position M - N + i (bottom-right); it reads key j iff
+        j <= its position and, with a window, j > its position - window.
+        """
+        query_pos = torch.arange(q_start, q_start + bq, device=device)[:, None] + (n_keys - n_queries)  # (bq, 1)
+        key_pos = torch.arange(k_start, k_start + bk, device=device)[None, :]  # (1, bk)
+        allowed = key_pos <= query_pos  # (bq, bk)
+        if self.window is not None:
+            allowed &= key_pos > query_pos - self.window
+        return allowed
+
+
+@dataclass
+class GroupedHeads:
+    """q, k, v (and the mask) as views in which the G query heads of a KV head share it by
+    broadcasting: no copy of k or v is made, and the mask is sliced one tile at a time."""
+
+    q: torch.Tensor  # (..., Hkv, G, N, D)
+    k: torch.Tensor  # (..., Hkv, 1, M, D)
+    v: torch.Tensor  # (..., Hkv, 1, M, Dv)
+    mask: torch.Tensor | None  # (..., Hkv, G, N, M), a broadcast view: never materialized
+
+    @classmethod
+    def of(cls, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> GroupedHeads:
+        if q.ndim == 2:  # (N, D): one head
+            q, k, v = q[None], k[None], v[None]
+        n_kv_heads, n_groups = k.shape[-3], q.shape[-3] // k.shape[-3]
+        mask_g = None
+        if mask is not None:
+            score_shape = (*q.shape[:-1], k.shape[-2])  # (..., H, N, M)
+            mask_g = mask.expand(score_shape).unflatten(-3, (n_kv_heads, n_groups))  # (..., Hkv, G, N, M)
+        return cls(q.unflatten(-3, (n_kv_heads, n_groups)), k.unsqueeze(-3), v.unsqueeze(-3), mask_g)
+
+    @property
+    def n_queries(self) -> int:
+        return self.q.shape[-2]
+
+    @property
+    def n_keys(self) -> int:
+        return self.k.shape[-2]
 
 
 def _clamp(position: int, n_keys: int) -> int:
@@ -152,7 +211,7 @@ def visited_pairs(
     block_q: int = BLOCK_Q,
     block_k: int = BLOCK_K,
 ) -> int:
-    """How many query-key scores the tiled loop computes per head, masked entries included.
+    """How many query-key scores the (fast) tiled loop computes per head, masked entries included.
 
     Its forward work is 2·D FLOPs per score for QKᵀ and 2·Dv for the weighted values, so
     this is the count to compare with the pairs a pattern allows (``lib.costs``): the
@@ -166,12 +225,63 @@ def visited_pairs(
     return total
 
 
+def _masked_scores(scores: torch.Tensor, heads: GroupedHeads, tiling: Tiling, q_start: int, k_start: int, banded: bool):
+    """A tile of scores (..., bq, bk) with every mask applied exactly: -inf wherever a query may
+    not read, whatever the score was (NaN or inf included). Out of place; the plain way."""
+    bq, bk = scores.shape[-2:]
+    if heads.mask is not None:
+        tile_mask = heads.mask[..., q_start : q_start + bq, k_start : k_start + bk]  # (..., bq, bk)
+        if tile_mask.dtype == torch.bool:
+            scores = scores.masked_fill(~tile_mask, float("-inf"))
+        else:  # subtle: NaN + (-inf) is NaN, so fill the -inf entries again
+            scores = (scores + tile_mask).masked_fill(tile_mask == float("-inf"), float("-inf"))
+    if banded:
+        band = tiling.band(q_start, bq, k_start, bk, heads.n_queries, heads.n_keys, scores.device)  # (bq, bk)
+        scores = scores.masked_fill(~band, float("-inf"))
+    return scores
+
+
+def _forward_plain(heads: GroupedHeads, tiling: Tiling) -> tuple[torch.Tensor, torch.Tensor]:
+    """Algorithm 1 of FlashAttention (Dao et al. 2022), in FlashAttention-2's loop order.
+
+    Returns the output (..., Hkv, G, N, Dv) and the row log-sum-exp (..., Hkv, G, N).
+    """
+    n_queries, n_keys = heads.n_queries, heads.n_keys
+    acc_dtype = torch.promote_types(heads.q.dtype, torch.float32)  # m, l and acc in float32 at least
+    device = heads.q.device
+    out = torch.empty(*heads.q.shape[:-1], heads.v.shape[-1], dtype=heads.q.dtype, device=device)  # (..., N, Dv)
+    lse = torch.empty(heads.q.shape[:-1], dtype=acc_dtype, device=device)  # (..., Hkv, G, N)
+    for q_start in range(0, n_queries, tiling.block_q):  # a block of queries ("load Q_i")
+        q_blk = heads.q[..., q_start : q_start + tiling.block_q, :].to(acc_dtype) * tiling.scale  # (..., bq, D)
+        bq = q_blk.shape[-2]
+        m = torch.full(q_blk.shape[:-1], float("-inf"), dtype=acc_dtype, device=device)  # (..., bq)
+        l = torch.zeros_like(m)  # (..., bq)
+        acc = torch.zeros(*q_blk.shape[:-1], heads.v.shape[-1], dtype=acc_dtype, device=device)  # (..., bq, Dv)
+        for k_start, k_end, banded in tiling.key_tiles(q_start, bq, n_queries, n_keys):  # a block of keys
+            k_blk = heads.k[..., k_start:k_end, :].to(acc_dtype)  # (..., Hkv, 1, bk, D)
+            v_blk = heads.v[..., k_start:k_end, :].to(acc_dtype)  # (..., Hkv, 1, bk, Dv)
+            scores = q_blk @ k_blk.transpose(-2, -1)  # (..., bq, bk): line 8, S = Q Kᵀ (q carries the scale)
+            scores = _masked_scores(scores, heads, tiling, q_start, k_start, banded)
+            m_new, l = online_softmax_update(m, l, scores)  # lines 9-10: new row max, rescaled sum
+            shift = _finite_or_zero(m_new)  # (..., bq)
+            probs = torch.exp(scores - shift[..., None])  # (..., bq, bk)
+            acc = acc * torch.exp(m - shift)[..., None] + probs @ v_blk  # line 12: rescale, add the tile
+            m = m_new
+        # Line 15: divide once at the end. A row with no allowed key has l = 0 and stays 0.
+        out[..., q_start : q_start + bq, :] = (acc / torch.where(l > 0, l, torch.ones_like(l))[..., None]).to(out.dtype)
+        lse[..., q_start : q_start + bq] = torch.where(l > 0, m + torch.log(l), torch.full_like(l, float("-inf")))
+    return out, lse
+
+
 def _tile_scores(q_blk, k_blk, mask_g, causal_bias, q_start, k_start, scratch=None):
     """Scores of one (bq, bk) tile with every mask applied: (..., Hkv, G, bq, bk).
 
     ``scratch``, a flat buffer of at least one tile, is reused for every tile. Our stand-in
     for on-chip SRAM: fresh multi-megabyte tensors cost page faults on every tile, and
     writing into the same memory keeps it warm in the CPU cache.
+
+    Masks are added or filled in place, which is fast but not NaN-proof (NaN + (-inf) is
+    NaN); ``_forward_fast`` redoes a tile with ``_masked_scores`` when a NaN shows up.
     """
     bq, bk = q_blk.shape[-2], k_blk.shape[-2]
     shape = (*torch.broadcast_shapes(q_blk.shape[:-2], k_blk.shape[:-2]), bq, bk)
@@ -224,31 +334,32 @@ def _exp_tile(shifted: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
     return shifted.clamp_(min=-80.0).exp_().mul_(keep)
 
 
-def _forward(q, k, v, mask, is_causal, window, scale, block_q, block_k):
-    """Returns the output (..., H, N, Dv) and the row log-sum-exp (..., H, N) for backward."""
-    q_g, k_g, v_g, mask_g = _grouped(q, k, v, mask)
-    n_queries, n_keys = q_g.shape[-2], k_g.shape[-2]
+def _forward_fast(heads: GroupedHeads, tiling: Tiling) -> tuple[torch.Tensor, torch.Tensor]:
+    """The fast twin of ``_forward_plain``: the same result, with the four refinements."""
+    q_g, k_g, v_g, mask_g = heads.q, heads.k, heads.v, heads.mask
+    n_queries, n_keys = heads.n_queries, heads.n_keys
+    block_q, block_k = tiling.block_q, tiling.block_k
     # Accumulate in float32 at least, whatever the input dtype (m, l and acc stay fp32 on chip).
-    acc_dtype = torch.promote_types(q.dtype, torch.float32)
-    out = torch.empty(*q_g.shape[:-1], v_g.shape[-1], dtype=q.dtype, device=q.device)  # (..., Hkv, G, N, Dv)
-    lse = torch.empty(q_g.shape[:-1], dtype=acc_dtype, device=q.device)  # (..., Hkv, G, N)
+    acc_dtype = torch.promote_types(q_g.dtype, torch.float32)
+    out = torch.empty(*q_g.shape[:-1], v_g.shape[-1], dtype=q_g.dtype, device=q_g.device)  # (..., Hkv, G, N, Dv)
+    lse = torch.empty(q_g.shape[:-1], dtype=acc_dtype, device=q_g.device)  # (..., Hkv, G, N)
     tile_shape = (*q_g.shape[:-2], min(block_q, n_queries), min(block_k, n_keys))  # (..., Hkv, G, bq, bk)
-    scratch = torch.empty(math.prod(tile_shape), dtype=acc_dtype, device=q.device)  # one tile, reused
+    scratch = torch.empty(math.prod(tile_shape), dtype=acc_dtype, device=q_g.device)  # one tile, reused
     band_cache: dict = {}
     for q_start in range(0, n_queries, block_q):  # FA-2: the outer loop over query blocks
-        q_blk = q_g[..., q_start : q_start + block_q, :].to(acc_dtype) * scale  # (..., Hkv, G, bq, D)
+        q_blk = q_g[..., q_start : q_start + block_q, :].to(acc_dtype) * tiling.scale  # (..., Hkv, G, bq, D)
         bq = q_blk.shape[-2]
-        m = torch.full(q_blk.shape[:-1], float("-inf"), dtype=acc_dtype, device=q.device)  # (..., bq)
+        m = torch.full(q_blk.shape[:-1], float("-inf"), dtype=acc_dtype, device=q_g.device)  # (..., bq)
         l = torch.zeros_like(m)  # (..., bq)
-        acc = torch.zeros(*q_blk.shape[:-1], v_g.shape[-1], dtype=acc_dtype, device=q.device)  # (..., bq, Dv)
+        acc = torch.zeros(*q_blk.shape[:-1], v_g.shape[-1], dtype=acc_dtype, device=q_g.device)  # (..., bq, Dv)
         every_row_has_a_max = False
-        for k_start, k_end, masked in _key_tiles(is_causal, window, q_start, bq, n_queries, n_keys, block_k):
+        for k_start, k_end, masked in tiling.key_tiles(q_start, bq, n_queries, n_keys):
             k_blk = k_g[..., k_start:k_end, :].to(acc_dtype)  # (..., Hkv, 1, bk, D)
             v_blk = v_g[..., k_start:k_end, :].to(acc_dtype)  # (..., Hkv, 1, bk, Dv)
             bias, keep = (None, None)
             if masked:
                 offset = q_start + n_keys - n_queries - k_start
-                bias, keep = _band_masks(band_cache, offset, window, bq, k_end - k_start, scratch)
+                bias, keep = _band_masks(band_cache, offset, tiling.window, bq, k_end - k_start, scratch)
                 if mask_g is not None:
                     keep = None  # the clamp in _exp_tile would revive entries the caller's mask removed
             scores = _tile_scores(q_blk, k_blk, mask_g, bias, q_start, k_start, scratch)
@@ -266,6 +377,11 @@ def _forward(q, k, v, mask, is_causal, window, scale, block_q, block_k):
                 scores = _tile_scores(q_blk, k_blk, mask_g, bias, q_start, k_start, scratch)
             # Algorithm 1, lines 9-12: new row max, rescale what we had, add this tile.
             m_new = torch.maximum(m, scores.amax(dim=-1))  # (..., bq)
+            if (masked or mask_g is not None) and bool(m_new.isnan().any()):
+                # A NaN score: where no query may read it, the bias left NaN + (-inf) = NaN.
+                # Redo this tile with every mask filled exactly, so only rows that read it see it.
+                scores = _masked_scores(q_blk @ k_blk.transpose(-2, -1), heads, tiling, q_start, k_start, masked)
+                m_new = torch.maximum(m, scores.amax(dim=-1))  # (..., bq)
             shift = _finite_or_zero(m_new)
             probs = _exp_tile(scores.sub_(shift[..., None]), keep)  # (..., bq, bk), in place
             rescale = torch.exp(m - shift)  # (..., bq); 0 while a row has seen only -inf
@@ -276,39 +392,34 @@ def _forward(q, k, v, mask, is_causal, window, scale, block_q, block_k):
             # a made-up m could underflow to 0 for every key.
             every_row_has_a_max = bool(torch.isfinite(m).all())
         # Algorithm 1, line 15: divide once at the end. A row with no allowed key has l = 0.
-        out[..., q_start : q_start + bq, :] = (acc / torch.where(l > 0, l, torch.ones_like(l))[..., None]).to(q.dtype)
+        out[..., q_start : q_start + bq, :] = (acc / torch.where(l > 0, l, torch.ones_like(l))[..., None]).to(q_g.dtype)
         lse[..., q_start : q_start + bq] = torch.where(l > 0, m + torch.log(l), torch.full_like(l, float("-inf")))
-    out_shape = (*q.shape[:-1], v.shape[-1])
-    return out.reshape(out_shape), lse.reshape(q.shape[:-1])
+    return out, lse
 
 
-def _backward(grad_out, q, k, v, out, lse, mask, is_causal, window, scale, block_q, block_k):
+def _backward(grad_out, heads: GroupedHeads, out, lse, tiling: Tiling):
     """FlashAttention-2's backward: recompute each tile's probabilities from q, k and the saved
-    log-sum-exp, and accumulate dq, dk, dv tile by tile (Dao 2023, Algorithm 2)."""
-    q_g, k_g, v_g, mask_g = _grouped(q, k, v, mask)
-    n_queries, n_keys = q_g.shape[-2], k_g.shape[-2]
-    acc_dtype = torch.promote_types(q.dtype, torch.float32)
+    log-sum-exp, and accumulate dq, dk, dv tile by tile (Dao 2023, Algorithm 2). Both twins
+    share it; the fast one skips the tiles its forward skipped."""
+    q_g, k_g, v_g = heads.q, heads.k, heads.v
+    n_queries, n_keys = heads.n_queries, heads.n_keys
+    acc_dtype = torch.promote_types(q_g.dtype, torch.float32)
     do_g = grad_out.reshape(*q_g.shape[:-1], v_g.shape[-1]).to(acc_dtype)  # (..., Hkv, G, N, Dv)
     o_g = out.reshape(do_g.shape).to(acc_dtype)
     lse_g = lse.reshape(q_g.shape[:-1])  # (..., Hkv, G, N)
     delta = (do_g * o_g).sum(dim=-1)  # (..., Hkv, G, N): rowsum(dO ∘ O), the softmax-backward term
-    dq = torch.zeros(q_g.shape, dtype=acc_dtype, device=q.device)  # (..., Hkv, G, N, D)
-    dk = torch.zeros(k_g.shape[:-3] + k_g.shape[-2:], dtype=acc_dtype, device=q.device)  # (..., Hkv, M, D)
-    dv = torch.zeros(v_g.shape[:-3] + v_g.shape[-2:], dtype=acc_dtype, device=q.device)  # (..., Hkv, M, Dv)
-    band_cache: dict = {}
-    for q_start in range(0, n_queries, block_q):
-        q_blk = q_g[..., q_start : q_start + block_q, :].to(acc_dtype) * scale  # (..., Hkv, G, bq, D)
+    dq = torch.zeros(q_g.shape, dtype=acc_dtype, device=q_g.device)  # (..., Hkv, G, N, D)
+    dk = torch.zeros(k_g.shape[:-3] + k_g.shape[-2:], dtype=acc_dtype, device=q_g.device)  # (..., Hkv, M, D)
+    dv = torch.zeros(v_g.shape[:-3] + v_g.shape[-2:], dtype=acc_dtype, device=q_g.device)  # (..., Hkv, M, Dv)
+    for q_start in range(0, n_queries, tiling.block_q):
+        q_blk = q_g[..., q_start : q_start + tiling.block_q, :].to(acc_dtype) * tiling.scale  # (..., Hkv, G, bq, D)
         bq = q_blk.shape[-2]
         rows = slice(q_start, q_start + bq)
         lse_blk = lse_g[..., rows].to(acc_dtype)[..., None]  # (..., bq, 1)
-        for k_start, k_end, masked in _key_tiles(is_causal, window, q_start, bq, n_queries, n_keys, block_k):
+        for k_start, k_end, masked in tiling.key_tiles(q_start, bq, n_queries, n_keys):
             cols = slice(k_start, k_end)
             k_blk, v_blk = k_g[..., cols, :].to(acc_dtype), v_g[..., cols, :].to(acc_dtype)  # (..., Hkv, 1, bk, ·)
-            bias = None
-            if masked:
-                offset = q_start + n_keys - n_queries - k_start
-                bias, _ = _band_masks(band_cache, offset, window, bq, k_end - k_start, q_blk)
-            scores = _tile_scores(q_blk, k_blk, mask_g, bias, q_start, k_start)
+            scores = _masked_scores(q_blk @ k_blk.transpose(-2, -1), heads, tiling, q_start, k_start, masked)
             # p = exp(s - lse), the forward's probabilities again. A row that reads nothing has
             # lse = -inf and only -inf scores: shifted by 0 instead, its p is exp(-inf) = 0.
             probs = torch.exp(scores - _finite_or_zero(lse_blk))  # (..., bq, bk)
@@ -316,26 +427,29 @@ def _backward(grad_out, q, k, v, out, lse, mask, is_causal, window, scale, block
             dv[..., cols, :] += (probs.transpose(-2, -1) @ do_blk).sum(dim=-3)  # sum over the G heads sharing v
             dprobs = do_blk @ v_blk.transpose(-2, -1)  # (..., bq, bk)
             dscores = probs * (dprobs - delta[..., rows, None])  # (..., bq, bk): softmax backward
-            dq[..., rows, :] += (dscores @ k_blk) * scale
+            dq[..., rows, :] += (dscores @ k_blk) * tiling.scale
             dk[..., cols, :] += (dscores.transpose(-2, -1) @ q_blk).sum(dim=-3)  # q_blk already carries scale
-    return dq.reshape(q.shape).to(q.dtype), dk.reshape(k.shape).to(k.dtype), dv.reshape(v.shape).to(v.dtype)
+    return dq, dk, dv
 
 
 class TiledAttention(torch.autograd.Function):
     """Saves q, k, v, the output and the row log-sum-exp: O(N) extra, never the (N, M) matrix."""
 
     @staticmethod
-    def forward(ctx, q, k, v, mask, is_causal, window, scale, block_q, block_k):
-        out, lse = _forward(q, k, v, mask, is_causal, window, scale, block_q, block_k)
+    def forward(ctx, q, k, v, mask, tiling: Tiling):
+        heads = GroupedHeads.of(q, k, v, mask)
+        out, lse = (_forward_fast if tiling.fast else _forward_plain)(heads, tiling)
+        out = out.reshape(*q.shape[:-1], v.shape[-1])  # (..., H, N, Dv)
         ctx.save_for_backward(q, k, v, out, lse, mask)
-        ctx.settings = (is_causal, window, scale, block_q, block_k)
+        ctx.tiling = tiling
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
         q, k, v, out, lse, mask = ctx.saved_tensors
-        dq, dk, dv = _backward(grad_out, q, k, v, out, lse, mask, *ctx.settings)
-        return dq, dk, dv, None, None, None, None, None, None  # the mask is a constant
+        dq, dk, dv = _backward(grad_out, GroupedHeads.of(q, k, v, mask), out, lse, ctx.tiling)
+        grads = dq.reshape(q.shape).to(q.dtype), dk.reshape(k.shape).to(k.dtype), dv.reshape(v.shape).to(v.dtype)
+        return *grads, None, None  # the mask and the tiling are constants
 
 
 def tiled_attention(
@@ -349,23 +463,29 @@ def tiled_attention(
     scale: float | None = None,
     block_q: int = BLOCK_Q,
     block_k: int = BLOCK_K,
+    fast: bool = True,
 ) -> torch.Tensor:
     """``lib.attention.attention``'s contract, computed tile by tile (no weights returned).
 
     Shapes, grouped-query heads, bool/float masks, bottom-right ``is_causal`` and the zero
     rows for queries with nothing to read are all as in ``lib.attention``. Differentiable
     with FlashAttention's backward. A float mask is treated as a constant (no gradient).
+    A key no query may read contributes nothing, even a NaN one.
 
     ``window``: a causal sliding window. Equals ``attention(q, k, v,
     sliding_window_mask(N, M, window))`` (combined with ``mask`` by "and"), and visits only
     the key tiles that overlap the band, forward and backward, so at a fixed window the
     work grows linearly in N. A window implies causal attention, with or without is_causal.
+
+    ``fast=False`` runs the plain twin: Algorithm 1 as the paper writes it, every key block
+    visited and masked by position; same outputs and gradients, several times slower.
     """
     validate_attention_inputs(q, k, v, mask)
-    if window is not None and (isinstance(window, bool) or not isinstance(window, numbers.Integral) or window < 1):
-        raise ValueError(f"window must be a positive integer or None, got {window!r}")
+    window = optional_positive_int("window", window)
     scale = resolve_scale(scale, q)  # rejects inf, NaN and non-numbers, as attention does
-    if block_q < 1 or block_k < 1:
-        raise ValueError(f"block sizes must be positive, got block_q={block_q}, block_k={block_k}")
-    window = None if window is None else int(window)
-    return TiledAttention.apply(q, k, v, mask, is_causal, window, scale, block_q, block_k)
+    if not is_integer(block_q) or not is_integer(block_k) or block_q < 1 or block_k < 1:
+        raise ValueError(f"block sizes must be positive integers, got block_q={block_q!r}, block_k={block_k!r}")
+    if mask is not None:
+        v = zero_unread_keys(v, mask if mask.dtype == torch.bool else mask != float("-inf"))  # no 0 · NaN from padding
+    tiling = Tiling(bool(is_causal), window, scale, int(block_q), int(block_k), bool(fast))
+    return TiledAttention.apply(q, k, v, mask, tiling)

@@ -15,7 +15,6 @@ Shape letters: B windows per batch, T tokens per window (``context``), V vocabul
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import asdict, dataclass
 
 import torch
@@ -23,6 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from lib.gpt import GPT
+from lib.validation import positive_int
 
 __all__ = ["TrainConfig", "learning_rate", "random_batch", "evaluate", "train"]
 
@@ -45,9 +45,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "context", "eval_every", "eval_batches"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-                raise ValueError(f"TrainConfig.{name} must be a positive integer, got {value!r}")
+            positive_int(f"TrainConfig.{name}", getattr(self, name))
         if not 0 <= self.min_lr <= self.lr:
             raise ValueError(f"TrainConfig needs 0 <= min_lr <= lr, got min_lr={self.min_lr}, lr={self.lr}")
         if self.warmup_steps < 0 or self.grad_clip < 0:

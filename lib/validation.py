@@ -3,20 +3,29 @@
 Each check fails fast with a TypeError or ValueError that names the argument and shows the
 shapes it saw, so that a wrong axis is found at the call, not three layers later.
 Shape letters as in ``lib.attention``.
+
+The integer checks serve every module, torch-free ones included (the tokenizers, the
+corpus): torch is imported inside the tensor checks only, so importing this module for
+``positive_int`` costs nothing.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
-__all__ = ["validate_attention_inputs", "resolve_scale", "check_mask_type", "check_mask_shape", "positive_int"]
+__all__ = ["validate_attention_inputs", "resolve_scale", "check_mask_type", "check_mask_shape"]
+__all__ += ["is_integer", "positive_int", "non_negative_int", "optional_positive_int", "probability"]
 
 
 def validate_attention_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> None:
     """Raise a TypeError/ValueError naming the argument and the shapes seen."""
+    import torch
+
     for name, tensor in (("q", q), ("k", k), ("v", v)):
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
@@ -63,6 +72,8 @@ def resolve_scale(scale: float | None, q: torch.Tensor) -> float:
 
 def check_mask_type(mask: object) -> None:
     """A mask is a bool tensor (True = may read) or a float one (added to the scores)."""
+    import torch
+
     if not isinstance(mask, torch.Tensor):
         raise TypeError(f"mask must be a torch.Tensor or None, got {type(mask).__name__}")
     if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
@@ -71,6 +82,8 @@ def check_mask_type(mask: object) -> None:
 
 def check_mask_shape(mask: torch.Tensor, score_shape: tuple[int, ...], shapes: str) -> None:
     """The mask must broadcast to the scores' shape (..., H, N, M) without growing it."""
+    import torch
+
     try:
         broadcast = torch.broadcast_shapes(mask.shape, score_shape)
     except RuntimeError:
@@ -81,7 +94,44 @@ def check_mask_shape(mask: torch.Tensor, score_shape: tuple[int, ...], shapes: s
         )
 
 
+def is_integer(value: object) -> bool:
+    """True for a Python or numpy integer (anything registered as ``numbers.Integral``), never a bool.
+
+    Subtle: ``isinstance(np.int64(3), int)`` is False, so a size read from an array fails a
+    plain ``int`` check; and ``isinstance(True, int)`` is True, so a flag passes one.
+    """
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+    """``value`` as an int if it is an integer >= 1, else a ValueError naming ``name``.
+
+    >>> positive_int("n_heads", 4)
+    4
+    """
+    if not is_integer(value) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
+
+
+def non_negative_int(name: str, value: object) -> int:
+    """``value`` as an int if it is an integer >= 0, else a ValueError naming ``name``."""
+    if not is_integer(value) or value < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    return int(value)
+
+
+def optional_positive_int(name: str, value: object) -> int | None:
+    """None stays None; anything else must be a positive integer (``positive_int``)."""
+    if value is None:
+        return None
+    if not is_integer(value) or value < 1:
+        raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+    return int(value)
+
+
+def probability(name: str, value: object) -> float:
+    """``value`` as a float if it is a real number in [0, 1) (a dropout rate), else a ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= value < 1.0:
+        raise ValueError(f"{name} must be a probability in [0, 1), got {value!r}")
+    return float(value)

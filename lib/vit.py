@@ -24,7 +24,6 @@ Shape letters used in the comments:
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass, field
 
 import torch
@@ -32,6 +31,7 @@ import torch.nn as nn
 
 from lib.attention import attention
 from lib.blocks import Block, LayerNorm
+from lib.validation import is_integer, positive_int
 
 __all__ = [
     "patch_grid",
@@ -52,12 +52,8 @@ __all__ = [
 
 # --- Patches ----------------------------------------------------------------------------------
 def _pair(name: str, value: int | tuple[int, int]) -> tuple[int, int]:
-    pair = (value, value) if isinstance(value, numbers.Integral) and not isinstance(value, bool) else value
-    if (
-        not isinstance(pair, (tuple, list))
-        or len(pair) != 2
-        or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 1 for v in pair)
-    ):
+    pair = (value, value) if is_integer(value) else value
+    if not isinstance(pair, (tuple, list)) or len(pair) != 2 or not all(is_integer(v) and v >= 1 for v in pair):
         raise ValueError(f"{name} must be a positive integer or a pair (height, width) of them, got {value!r}")
     return int(pair[0]), int(pair[1])
 
@@ -69,8 +65,7 @@ def patch_grid(image_size: int | tuple[int, int], patch: int) -> tuple[int, int]
     at p=16 raises, rather than silently dropping the last column of pixels.
     """
     height, width = _pair("image_size", image_size)
-    if isinstance(patch, bool) or not isinstance(patch, numbers.Integral) or patch < 1:
-        raise ValueError(f"patch must be a positive integer, got {patch!r}")
+    patch = positive_int("patch", patch)
     if height % patch or width % patch:
         raise ValueError(
             f"image size {height}x{width} is not a multiple of the patch size {patch}: "
@@ -149,8 +144,7 @@ class PatchEmbed(nn.Module):
         self.image_size = _pair("image_size", image_size)
         self.grid = patch_grid(self.image_size, patch)  # (Hp, Wp)
         for name, value in (("in_channels", in_channels), ("d_model", d_model)):
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-                raise ValueError(f"PatchEmbed: {name} must be a positive integer, got {value!r}")
+            positive_int(f"PatchEmbed: {name}", value)
         self.patch, self.in_channels, self.d_model = patch, in_channels, d_model
         self.n_patches = self.grid[0] * self.grid[1]
         self.patch_length = in_channels * patch * patch
@@ -270,8 +264,7 @@ class ViT(nn.Module):
     ):
         super().__init__()
         for name, value in (("n_classes", n_classes), ("n_layers", n_layers)):
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-                raise ValueError(f"ViT: {name} must be a positive integer, got {value!r}")
+            positive_int(f"ViT: {name}", value)
         self.patch_embed = PatchEmbed(image_size, patch, in_channels, d_model)
         self.n_tokens = 1 + self.patch_embed.n_patches  # T
         # The class token owns no pixels: it is one learned vector that every image starts

@@ -18,3 +18,20 @@ def pytest_configure(config):
         "markers",
         "browser: drives headless Chromium over the built book (`make browser-test`, after `make book`)",
     )
+
+
+def random_qkv(batch, n_heads, n_kv_heads, n_queries, n_keys, d_k, d_v=None, *, dtype, seed=0, device="cpu"):
+    """Seeded q (*batch, H, N, D), k (*batch, Hkv, M, D), v (*batch, Hkv, M, Dv) for the attention tests.
+
+    ``batch`` is a tuple of batch axes (or one int); ``d_v`` defaults to ``d_k``. The dtype is
+    always stated at the call: float64 for exact comparisons, float32 or lower where a test
+    is about that precision. Half-precision inputs are drawn in float32 and rounded.
+    """
+    batch = (batch,) if isinstance(batch, int) else tuple(batch)
+    d_v = d_k if d_v is None else d_v
+    draw_dtype = dtype if dtype in (torch.float32, torch.float64) else torch.float32
+    gen = torch.Generator().manual_seed(seed)
+    shapes = [(*batch, n_heads, n_queries, d_k), (*batch, n_kv_heads, n_keys, d_k), (*batch, n_kv_heads, n_keys, d_v)]
+    return tuple(
+        torch.randn(*shape, generator=gen, dtype=draw_dtype).to(device=device, dtype=dtype) for shape in shapes
+    )

@@ -5,17 +5,9 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import random_qkv
 
 from lib.attention import attention, causal_mask, padding_mask, softmax
-
-
-def random_qkv(batch, n_heads, n_kv_heads, n_queries, n_keys, d_k, d_v, dtype=torch.float32, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    q = torch.randn(*batch, n_heads, n_queries, d_k, generator=gen, dtype=dtype)
-    k = torch.randn(*batch, n_kv_heads, n_keys, d_k, generator=gen, dtype=dtype)
-    v = torch.randn(*batch, n_kv_heads, n_keys, d_v, generator=gen, dtype=dtype)
-    return q, k, v
-
 
 # (batch axes, H, Hkv, N, M, d_k, d_v): N != M, d_k != d_v, grouped heads, extra batch axes.
 SHAPES = [
@@ -31,7 +23,7 @@ SHAPES = [
 @pytest.mark.parametrize("shape", SHAPES)
 def test_matches_sdpa_without_mask(shape):
     batch, h, h_kv, n, m, d_k, d_v = shape
-    q, k, v = random_qkv(batch, h, h_kv, n, m, d_k, d_v)
+    q, k, v = random_qkv(batch, h, h_kv, n, m, d_k, d_v, dtype=torch.float32)
     expected = F.scaled_dot_product_attention(q, k, v, enable_gqa=h != h_kv)
     torch.testing.assert_close(attention(q, k, v), expected, atol=1e-5, rtol=1e-5)
 
@@ -40,7 +32,7 @@ def test_matches_sdpa_without_mask(shape):
 @pytest.mark.parametrize("seed", [0, 1])
 def test_matches_sdpa_with_bool_mask(shape, seed):
     batch, h, h_kv, n, m, d_k, d_v = shape
-    q, k, v = random_qkv(batch, h, h_kv, n, m, d_k, d_v, seed=seed)
+    q, k, v = random_qkv(batch, h, h_kv, n, m, d_k, d_v, seed=seed, dtype=torch.float32)
     gen = torch.Generator().manual_seed(100 + seed)
     mask = torch.rand(*batch, h, n, m, generator=gen) > 0.4
     mask[..., 0] = True  # every row keeps one key: SDPA's NaN-or-zero convention is not under test here
@@ -51,7 +43,7 @@ def test_matches_sdpa_with_bool_mask(shape, seed):
 @pytest.mark.parametrize("shape", SHAPES)
 def test_matches_sdpa_with_float_mask_and_custom_scale(shape):
     batch, h, h_kv, n, m, d_k, d_v = shape
-    q, k, v = random_qkv(batch, h, h_kv, n, m, d_k, d_v, seed=3)
+    q, k, v = random_qkv(batch, h, h_kv, n, m, d_k, d_v, seed=3, dtype=torch.float32)
     bias = torch.randn(n, m)  # broadcasts over batch and heads
     expected = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=0.37, enable_gqa=h != h_kv)
     torch.testing.assert_close(attention(q, k, v, bias, scale=0.37), expected, atol=1e-5, rtol=1e-5)
@@ -59,7 +51,7 @@ def test_matches_sdpa_with_float_mask_and_custom_scale(shape):
 
 @pytest.mark.parametrize("n, m", [(5, 5), (3, 8), (1, 9), (4, 4)])
 def test_causal_is_bottom_right(n, m):
-    q, k, v = random_qkv((2,), 4, 2, n, m, 8, 8, seed=4)
+    q, k, v = random_qkv((2,), 4, 2, n, m, 8, 8, seed=4, dtype=torch.float32)
     # Independent reference: tril with the diagonal shifted by M - N, as FlashAttention 2.1+.
     bottom_right = torch.ones(n, m, dtype=torch.bool).tril(diagonal=m - n)
     expected = F.scaled_dot_product_attention(q, k, v, attn_mask=bottom_right, enable_gqa=True)
@@ -74,7 +66,7 @@ def test_causal_is_bottom_right(n, m):
 
 
 def test_causal_differs_from_top_left_when_n_less_than_m():
-    q, k, v = random_qkv((1,), 1, 1, 2, 5, 4, 4, seed=5)
+    q, k, v = random_qkv((1,), 1, 1, 2, 5, 4, 4, seed=5, dtype=torch.float32)
     top_left = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     assert not torch.allclose(attention(q, k, v, is_causal=True), top_left)
 
@@ -88,7 +80,7 @@ def test_causal_mask_rows():
 
 
 def test_causal_combined_with_padding_mask():
-    q, k, v = random_qkv((2,), 2, 2, 6, 6, 4, 4, seed=6)
+    q, k, v = random_qkv((2,), 2, 2, 6, 6, 4, 4, seed=6, dtype=torch.float32)
     lengths = torch.tensor([6, 3])
     mask = padding_mask(lengths, 6) & causal_mask(6, 6)
     assert mask.shape == (2, 1, 6, 6)
@@ -116,7 +108,7 @@ def test_lesson_worked_example():
 
 
 def test_all_masked_rows_give_zeros_and_finite_gradients():
-    q, k, v = random_qkv((2,), 2, 2, 4, 5, 8, 3, seed=7)
+    q, k, v = random_qkv((2,), 2, 2, 4, 5, 8, 3, seed=7, dtype=torch.float32)
     q, k, v = (t.requires_grad_() for t in (q, k, v))
     mask = torch.ones(2, 2, 4, 5, dtype=torch.bool)
     mask[0, 1, 2] = False  # one row with nothing to read
@@ -135,13 +127,13 @@ def test_all_masked_rows_give_zeros_and_finite_gradients():
 
 
 def test_more_queries_than_keys_causal_first_rows_zero():
-    q, k, v = random_qkv((), 1, 1, 4, 2, 3, 3, seed=8)
+    q, k, v = random_qkv((), 1, 1, 4, 2, 3, 3, seed=8, dtype=torch.float32)
     out = attention(q, k, v, is_causal=True)
     assert torch.all(out[0, :2] == 0) and torch.isfinite(out).all()
 
 
 def test_float_mask_with_minus_inf_row():
-    q, k, v = random_qkv((), 1, 1, 2, 3, 3, 3, seed=9)
+    q, k, v = random_qkv((), 1, 1, 2, 3, 3, 3, seed=9, dtype=torch.float32)
     bias = torch.zeros(2, 3)
     bias[1] = float("-inf")
     out = attention(q, k, v, bias)
@@ -167,7 +159,7 @@ def test_gradcheck():
 
 @pytest.mark.parametrize("dtype, atol", [(torch.float16, 2e-3), (torch.bfloat16, 2e-2)])
 def test_half_precision_close_to_float32(dtype, atol):
-    q, k, v = random_qkv((2,), 4, 2, 33, 47, 64, 64, seed=12)
+    q, k, v = random_qkv((2,), 4, 2, 33, 47, 64, 64, seed=12, dtype=torch.float32)
     reference = attention(q, k, v, is_causal=True)
     low = attention(q.to(dtype), k.to(dtype), v.to(dtype), is_causal=True)
     assert low.dtype == dtype
@@ -244,13 +236,60 @@ def test_no_keys_at_all_gives_zeros():
 
 
 def test_contract_names_are_importable_from_lib_attention():
-    """DESIGN.md promises these names in lib.attention, wherever they are defined."""
+    """DESIGN.md promises these mask helpers in lib.attention, wherever they are defined; the
+    input checks are lib.validation's own and are not promised here."""
     import lib.attention
     import lib.masks
-    import lib.validation
 
     for name in ("sliding_window_mask", "segment_mask", "mask_from_torch"):
         assert getattr(lib.attention, name) is getattr(lib.masks, name)
-    for name in ("validate_attention_inputs", "resolve_scale"):
-        assert getattr(lib.attention, name) is getattr(lib.validation, name)
+        assert name in lib.attention.__all__
+    assert not {"validate_attention_inputs", "resolve_scale"} & set(lib.attention.__all__)
     assert set(lib.attention.__all__) >= {"softmax", "attention", "causal_mask", "padding_mask", "MultiHeadAttention"}
+
+
+@pytest.mark.parametrize("mask_kind", ["bool", "float"])
+def test_nan_at_a_padded_position_contributes_nothing(mask_kind):
+    """0 · NaN is NaN: a NaN key or value no query may read must still reach no row."""
+    q, k, v = random_qkv((2,), 4, 2, 6, 9, 8, 5, dtype=torch.float64, seed=21)
+    mask = padding_mask([9, 6], 9)  # (B, 1, 1, M): sequence 1 has 3 padded keys
+    if mask_kind == "float":
+        mask = torch.zeros(mask.shape, dtype=torch.float64).masked_fill(~mask, float("-inf"))
+    clean = attention(q, k, v, mask, is_causal=True)
+    k[1, :, 6:], v[1, :, 6:] = float("nan"), float("nan")
+    out, weights = attention(q, k, v, mask, is_causal=True, return_weights=True)
+    torch.testing.assert_close(out, clean, atol=0, rtol=0)
+    assert torch.all(weights[1, ..., 6:] == 0)
+
+
+def test_a_nan_key_under_a_float_mask_reaches_only_the_rows_that_read_it():
+    q, k, v = random_qkv((1,), 2, 2, 8, 8, 4, 4, dtype=torch.float64, seed=22)
+    causal = torch.zeros(8, 8, dtype=torch.float64).masked_fill(~causal_mask(8, 8), float("-inf"))
+    k[..., 5, :] = float("nan")
+    out = attention(q, k, v, causal)
+    assert torch.isnan(out[..., 5:, :]).all()
+    torch.testing.assert_close(out[..., :5, :], attention(q[..., :5, :], k[..., :5, :], v[..., :5, :], is_causal=True))
+
+
+def test_repeat_kv_serves_consecutive_query_heads():
+    from lib.attention import repeat_kv
+
+    kv = torch.arange(2 * 3 * 4.0).view(1, 2, 3, 4)  # (B, Hkv, M, D)
+    expanded = repeat_kv(kv, 3)  # (B, 6, M, D)
+    assert expanded.shape == (1, 6, 3, 4) and repeat_kv(kv, 1) is kv
+    for head in range(6):
+        assert torch.equal(expanded[:, head], kv[:, head // 3])
+    torch.testing.assert_close(expanded, kv.repeat_interleave(3, dim=1), atol=0, rtol=0)
+
+
+def test_dropout_falls_on_the_weights_that_read_v():
+    q, k, v = random_qkv((1,), 4, 2, 5, 7, 8, 6, dtype=torch.float64, seed=23)
+    torch.manual_seed(0)
+    out, weights = attention(q, k, v, is_causal=True, dropout_p=0.5, return_weights=True)
+    torch.manual_seed(0)
+    _, undropped = attention(q, k, v, is_causal=True, return_weights=True)
+    expected = torch.nn.functional.dropout(undropped, 0.5)  # the same draw, from the same seed
+    torch.testing.assert_close(weights, expected, atol=0, rtol=0)
+    torch.testing.assert_close(out, weights @ v.repeat_interleave(2, dim=1))
+    with pytest.raises(ValueError, match=r"dropout_p must be a probability in \[0, 1\), got 1.0"):
+        attention(q, k, v, dropout_p=1.0)

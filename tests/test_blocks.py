@@ -336,7 +336,7 @@ def test_block_rejects_bad_inputs():
 
 def test_attention_branch_is_the_hook_a_model_overrides():
     class NoAttention(Block):
-        def attention_branch(self, x, mask, is_causal):
+        def attention_branch(self, x, mask, is_causal, rotation=None, cache=None):
             return torch.zeros_like(x)
 
     block = _randomize(NoAttention(16, 2), seed=9)
@@ -403,3 +403,24 @@ def test_diagnose_stack_post_norm_pins_the_stream_and_pre_norm_lets_it_grow():
     assert pre.stream_rms[-1] > pre.stream_rms[0] > 0.5  # residual adds, nothing rescales the stream
     assert all(g > 0 and g == g for g in post.grad_norms + pre.grad_norms)
     assert diagnose_stack(6, norm_first=True, d_model=16, n_heads=2, tokens=8) == pre  # seeded
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_block_nan_at_padded_positions_reaches_no_other_token(norm_first):
+    block = _randomize(Block(16, 4, n_kv_heads=2, norm_first=norm_first), seed=23).eval()
+    x = torch.randn(2, 6, 16, generator=_gen(24))
+    mask = padding_mask([6, 3], 6)
+    clean = block(x, mask, is_causal=True)
+    x[1, 3:] = float("nan")
+    got = block(x, mask, is_causal=True)
+    torch.testing.assert_close(got[:, :3], clean[:, :3])
+    torch.testing.assert_close(got[0], clean[0])
+
+
+def test_block_takes_numpy_integer_sizes():
+    import numpy as np
+
+    block = Block(np.int64(16), np.int64(4), n_kv_heads=np.int32(2), hidden=np.int64(24))
+    assert block.attn.n_kv_heads == 2 and block.ffn.hidden == 24
+    with pytest.raises(ValueError, match="Block: d_model must be a positive integer, got True"):
+        Block(True, 4)

@@ -113,7 +113,7 @@ def test_cache_needs_the_right_positions():
         model(idx[:, :5], caches=wrong_caches)
         x = model.embed(idx[:, 5:])
         for block, cache in zip(model.blocks, wrong_caches, strict=True):  # the bug: positions restart at 0
-            x = block(x, rope_cos_sin(torch.tensor([0]), model.freqs, x.dtype), cache)
+            x = block(x, is_causal=True, rotation=rope_cos_sin(torch.tensor([0]), model.freqs, x.dtype), cache=cache)
         wrong = model.head(model.norm(x))[:, -1]
     assert (right - wrong).abs().max() > 1e-3  # rounding differences are about 1e-6
     torch.testing.assert_close(right, model(idx)[:, -1], atol=1e-5, rtol=1e-4)
@@ -225,3 +225,33 @@ def test_count_parameters(overrides):
     model = _model(**overrides)
     unique = {id(p): p.numel() for p in model.parameters()}
     assert count_parameters(model.config) == sum(unique.values())
+
+
+def test_sampling_arguments_are_checked_even_when_nothing_is_sampled():
+    model, idx = _model(), _prompt()
+    logits = torch.zeros(2, 50)
+    for bad in (float("nan"), float("inf"), -0.5, True):
+        with pytest.raises(ValueError, match=r"temperature must be a finite number >= 0, got"):
+            sample_next(logits, temperature=bad)
+        with pytest.raises(ValueError, match="temperature"):
+            model.generate(idx, 0, temperature=bad)
+    with pytest.raises(ValueError, match="top_k must be a positive integer or None, got 0"):
+        model.generate(idx, 0, temperature=1.0, top_k=0)
+    with pytest.raises(ValueError, match="max_new_tokens must be a non-negative integer"):
+        model.generate(idx, -1)
+
+
+def test_top_k_one_is_the_argmax_even_among_tied_logits():
+    logits = torch.tensor([[0.0, 3.0, 3.0, 1.0], [5.0, 5.0, 5.0, 5.0]])  # ties for the top
+    for seed in range(20):
+        drawn = sample_next(logits, temperature=0.9, top_k=1, generator=torch.Generator().manual_seed(seed))
+        assert drawn.tolist() == logits.argmax(dim=-1).tolist() == [1, 0]
+
+
+def test_numpy_integer_sizes_build_a_model():
+    import numpy as np
+
+    config = GPTConfig(**{**TINY, "d_model": np.int64(32), "n_heads": np.int64(4), "n_kv_heads": np.int32(2)})
+    assert type(config.d_model) is int
+    model = GPT(config).eval()
+    assert model(_prompt()).shape == (2, 7, 50)

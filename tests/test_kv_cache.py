@@ -406,3 +406,26 @@ def test_random_appends_forks_and_frees_match_a_list_of_tensors(seed):
         _check_against_model(cache, model)
     # the walk really exercised every path, the refusals included
     assert all(count > 0 for count in outcomes.values()), outcomes
+
+
+@pytest.mark.parametrize("cache_class", [KVCache, ConcatKVCache])
+def test_each_step_backpropagates_on_its_own(cache_class):
+    """A second backward works, and its gradient is the one with the cached past held constant."""
+    torch.manual_seed(0)
+    weight = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+    prompt, new = torch.randn(1, 2, 3, 4, dtype=torch.float64), torch.randn(1, 2, 1, 4, dtype=torch.float64)
+    cache = cache_class(1, 2, 8, 4, dtype=torch.float64)
+    k, v = cache.append(prompt @ weight, prompt @ weight)
+    attention(prompt, k, v, is_causal=True).sum().backward()
+    weight.grad = None
+    k, v = cache.append(new @ weight, new @ weight)
+    attention(new, k, v, is_causal=True).sum().backward()  # raised "backward through the graph a second time"
+    past = (prompt @ weight).detach()
+    reference = torch.cat([past, new @ weight], dim=2)
+    expected = torch.autograd.grad(attention(new, reference, reference, is_causal=True).sum(), weight)[0]
+    torch.testing.assert_close(weight.grad, expected)
+    assert not cache.k.requires_grad and len(cache) == 4
+    with torch.no_grad():  # decoding without gradients still gets views of the storage, no copies
+        k, v = cache.append(new, new)
+    if cache_class is KVCache:
+        assert k.data_ptr() == cache.k.data_ptr()

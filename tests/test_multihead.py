@@ -319,3 +319,18 @@ def test_from_torch_refuses_what_it_cannot_copy():
         MultiHeadAttention.from_torch(nn.MultiheadAttention(8, 2, kdim=4, vdim=4))
     with pytest.raises(ValueError, match="add_bias_kv"):
         MultiHeadAttention.from_torch(nn.MultiheadAttention(8, 2, add_bias_kv=True))
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("n_kv_heads", [4, 2])
+def test_nan_at_padded_positions_reaches_no_other_token(fused, n_kv_heads):
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 4, n_kv_heads=n_kv_heads, fused=fused).eval()
+    x = torch.randn(2, 7, 16)
+    mask = padding_mask([7, 4], 7)  # (B, 1, 1, M)
+    clean = mha(x, mask=mask, is_causal=True)
+    x[1, 4:] = float("nan")  # whatever padding holds
+    got = mha(x, mask=mask, is_causal=True)
+    torch.testing.assert_close(got[0], clean[0], atol=0, rtol=0)
+    torch.testing.assert_close(got[1, :4], clean[1, :4])
+    assert torch.isfinite(got[1, :4]).all()

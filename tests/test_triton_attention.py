@@ -3,6 +3,7 @@
 import pytest
 import torch
 from _requirements import require
+from conftest import random_qkv
 
 from lib.attention import attention
 from lib.triton_attention import TRITON_MISSING, triton_attention
@@ -10,12 +11,6 @@ from lib.triton_attention import TRITON_MISSING, triton_attention
 
 def needs_triton():
     require("triton", not TRITON_MISSING, "pip install triton")
-
-
-def random_qkv(b, h, h_kv, n, m, d, dtype=torch.float32, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    shapes = [(b, h, n, d), (b, h_kv, m, d), (b, h_kv, m, d)]
-    return [torch.randn(*s, generator=gen).to(dtype) for s in shapes]
 
 
 @pytest.mark.parametrize(
@@ -30,7 +25,7 @@ def random_qkv(b, h, h_kv, n, m, d, dtype=torch.float32, seed=0):
 )
 def test_matches_lib_attention(b, h, h_kv, n, m, d, is_causal):
     needs_triton()
-    q, k, v = random_qkv(b, h, h_kv, n, m, d)
+    q, k, v = random_qkv(b, h, h_kv, n, m, d, dtype=torch.float32)
     got = triton_attention(q, k, v, is_causal=is_causal, block_q=16, block_k=16)
     torch.testing.assert_close(got, attention(q, k, v, is_causal=is_causal), atol=1e-5, rtol=1e-5)
     assert torch.isfinite(got).all()
@@ -43,7 +38,7 @@ def test_half_precision(dtype, atol):
         # In the interpreter tl.dot on bfloat16 inputs returns garbage even for a bare 16x16
         # product (numpy has no bfloat16); on a GPU this case runs.
         pytest.skip("Triton's CPU interpreter cannot compute tl.dot in bfloat16")
-    q, k, v = random_qkv(1, 2, 2, 32, 32, 32, seed=1)
+    q, k, v = random_qkv(1, 2, 2, 32, 32, 32, seed=1, dtype=torch.float32)
     got = triton_attention(q.to(dtype), k.to(dtype), v.to(dtype), is_causal=True, block_q=16, block_k=16)
     assert got.dtype == dtype
     torch.testing.assert_close(got.float(), attention(q, k, v, is_causal=True), atol=atol, rtol=atol)
@@ -51,7 +46,7 @@ def test_half_precision(dtype, atol):
 
 def test_custom_scale_and_default_blocks():
     needs_triton()
-    q, k, v = random_qkv(1, 2, 1, 20, 30, 16, seed=2)
+    q, k, v = random_qkv(1, 2, 1, 20, 30, 16, seed=2, dtype=torch.float32)
     torch.testing.assert_close(
         triton_attention(q, k, v, scale=0.3), attention(q, k, v, scale=0.3), atol=1e-5, rtol=1e-5
     )
@@ -59,7 +54,7 @@ def test_custom_scale_and_default_blocks():
 
 def test_errors():
     needs_triton()
-    q, k, v = random_qkv(1, 3, 2, 4, 4, 16)
+    q, k, v = random_qkv(1, 3, 2, 4, 4, 16, dtype=torch.float32)
     with pytest.raises(ValueError, match="not a multiple"):
         triton_attention(q, k, v)
     with pytest.raises(ValueError, match=r"\(B, heads, tokens, D\)"):

@@ -53,3 +53,16 @@ def test_validate_attention_inputs_names_grouped_heads():
     with pytest.raises(ValueError, match="q has 6 heads, which is not a multiple of the 4 KV heads"):
         validate_attention_inputs(q, k, k, None)
     validate_attention_inputs(q, torch.randn(1, 3, 3, 4), torch.randn(1, 3, 3, 2), None)
+
+
+def test_integer_checks_accept_numpy_integers_and_refuse_bools():
+    from lib.validation import is_integer, non_negative_int, optional_positive_int
+
+    assert is_integer(np.int32(3)) and is_integer(7) and not is_integer(True) and not is_integer(3.0)
+    assert non_negative_int("n", np.int64(0)) == 0 and type(non_negative_int("n", np.int64(5))) is int
+    for bad in (-1, 1.0, False, "0"):
+        with pytest.raises(ValueError, match=r"n must be a non-negative integer, got"):
+            non_negative_int("n", bad)
+    assert optional_positive_int("top_k", None) is None and optional_positive_int("top_k", np.uint8(2)) == 2
+    with pytest.raises(ValueError, match=r"top_k must be a positive integer or None, got 0"):
+        optional_positive_int("top_k", 0)

@@ -27,6 +27,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
 from lib.costs import PATTERNS, pattern_flops, pattern_pairs
+from lib.validation import is_integer
 
 RESULTS = Path(__file__).resolve().parents[2] / "chapters" / "results"
 SIZES = tuple(2**p for p in range(8, 18))  # N = 256 .. 131072
@@ -132,7 +133,7 @@ def complexity_curves(
     if pattern not in PATTERNS:
         raise ValueError(f"pattern must be one of {PATTERNS}, got {pattern!r}")
     for name, value, least in (("n", n, 1), ("window", window, 1), ("n_global", n_global, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        if not is_integer(value) or value < least:
             raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
     options = {"window": window, "n_global": n_global}
 

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import regex
 
+from lib.validation import is_integer
+
 # The split patterns of GPT-2 and of GPT-4 (cl100k). GPT-4's keeps runs of digits to
 # at most three, attaches one leading non-letter to a word, and keeps newlines apart.
 GPT2_SPLIT_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -73,9 +75,9 @@ def check_text(text, name: str = "text") -> str:
 
 
 def check_vocab_size(vocab_size) -> int:
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
+    if not is_integer(vocab_size):
         raise TypeError(f"vocab_size must be an int, got {type(vocab_size).__name__} {vocab_size!r}")
-    return vocab_size
+    return int(vocab_size)
 
 
 def check_ids(ids) -> list[int]:
@@ -110,7 +112,7 @@ def _checked_special_tokens(special_tokens: dict, tokenizer: Tokenizer, path) ->
     checked: dict[str, int] = {}
     for text, token_id in special_tokens.items():
         where = f"{path}: field 'special_tokens' entry {text!r}"
-        if not text or isinstance(token_id, bool) or not isinstance(token_id, int) or token_id < 0:
+        if not text or not is_integer(token_id) or token_id < 0:
             raise ValueError(f"{where} must map a non-empty string to a non-negative int id, got {token_id!r}")
         if token_id in tokenizer.vocab or token_id in checked.values():
             raise ValueError(f"{where} has id {token_id}, which another token already uses")

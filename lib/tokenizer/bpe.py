@@ -62,6 +62,7 @@ from lib.tokenizer.bpe_merge import (
     cut_points,
     joinable_bytes,
 )
+from lib.validation import is_integer
 
 __all__ = [
     "GPT2_SPLIT_PATTERN",
@@ -152,7 +153,7 @@ class BPETokenizer(Tokenizer):
         for token, rank in mergeable_ranks.items():
             if not isinstance(token, bytes) or not token:
                 raise ValueError(f"mergeable_ranks: every key must be non-empty bytes, got {token!r}")
-            if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+            if not is_integer(rank) or rank < 0:
                 raise ValueError(f"mergeable_ranks[{token!r}] must be a non-negative int, got {rank!r}")
             if rank in seen:
                 raise ValueError(f"mergeable_ranks: rank {rank} is given to both {seen[rank]!r} and {token!r}")
@@ -354,11 +355,7 @@ class BPETokenizer(Tokenizer):
             return
         for step, pair in enumerate(_field(state, "merges", list, path)):
             new_id = 256 + step
-            if not (
-                isinstance(pair, list)
-                and len(pair) == 2
-                and all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < new_id for i in pair)
-            ):
+            if not (isinstance(pair, list) and len(pair) == 2 and all(is_integer(i) and 0 <= i < new_id for i in pair)):
                 raise ValueError(
                     f"{path}: field 'merges' entry {step} is {pair!r}; it must be two ids below {new_id}, "
                     "the ids that exist before it"

@@ -37,6 +37,7 @@ from tqdm.auto import tqdm
 
 from lib.tokenizer.base import GPT4_SPLIT_PATTERN, Tokenizer, _field, check_text, check_vocab_size, utf8
 from lib.tokenizer.lattice import Lattice
+from lib.validation import is_integer
 
 _BYTE_PENALTY = 10.0  # a byte-fallback token scores this much below the rarest piece
 _TRAIN_WINDOW = 256  # training cuts longer chunks into windows of this many characters
@@ -142,13 +143,13 @@ class UnigramTokenizer(Tokenizer):
             ("max_piece_len", max_piece_len),
             ("em_iterations", em_iterations),
         ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not is_integer(value) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
         special_tokens = list(special_tokens or ())
         n_pieces = vocab_size - 256 - len(special_tokens)
         if seed_size is None:
             seed_size = max(5_000, 4 * n_pieces)  # seeds to prune from; more costs time and gains little
-        if isinstance(seed_size, bool) or not isinstance(seed_size, int) or seed_size < 1:
+        if not is_integer(seed_size) or seed_size < 1:
             raise ValueError(f"seed_size must be a positive int, got {seed_size!r}")
         if n_pieces < 1:
             raise ValueError(f"vocab_size must exceed 256 + {len(special_tokens)} special tokens, got {vocab_size}")
