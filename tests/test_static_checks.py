@@ -69,11 +69,11 @@ SPELLINGS = [
     ("7.encode-word", "257, 261", [257, 261]),
     ("7.next-merge", "117, 110", [117, 110]),
     ("1.wider-variance", "1024, 1/32", [1024, 1 / 32]),
+    ("9.uniform-loss", "7.625", 7.625),
     ("9.uniform-loss", "7.62", 7.62),
-    ("9.uniform-loss", "7.6", 7.6),
-    ("9.top-k-two", "0.223", 0.223),
-    ("9.top-k-two", "0.22", 0.22),
-    ("9.top-k-two", "0.224", 0.224),  # close, at the stated precision, but wrong: no word about precision
+    ("9.top-k-two", "0.310", 0.310),
+    ("9.top-k-two", "0.31", 0.31),
+    ("9.top-k-two", "0.311", 0.311),  # close, at the stated precision, but wrong: no word about precision
     ("9.uniform-loss", "7.63", 7.63),
     ("6.blocks-needed", "126.5", 126.5),
     ("6.weights-gb", "26", 26),
@@ -137,10 +137,10 @@ def test_page_reads_the_spellings_people_type():
     registry = exercises()
     page = _page(SPELLINGS)
     by_text = {text: result for (_, text, _), result in zip(SPELLINGS, page, strict=True)}
-    for text in ["146,240", "[146,240]", "8/3", "8 / 3", "−8", "1 1 1 1 0 0", "1, 1, 1, 1, 0, 0", "1024, 1/32", "7.62"]:
+    for text in ["146,240", "[146,240]", "8/3", "8 / 3", "−8", "1 1 1 1 0 0", "1, 1, 1, 1, 0, 0", "1024, 1/32", "7.625"]:
         assert by_text[text]["status"] == "correct", text
     assert "a count is a whole number" in by_text["146,240.4"]["feedback"]
-    assert "decimal places the question asks for" in by_text["7.6"]["feedback"]
+    assert "decimal places the question asks for" in by_text["7.62"]["feedback"]
     assert by_text["−8.5"]["feedback"] == registry["7.viterbi"].wrong_answers[1].feedback
 
 

@@ -97,7 +97,7 @@ EXERCISES = (
         id="9.uniform-loss",
         question=(
             "Before training, a model that gives each of 2,048 tokens the same probability has what "
-            "cross-entropy loss, in nats, to 3 decimals?"
+            "cross-entropy loss, in nats? Give it to 3 decimal places."
         ),
         expected=uniform_loss(_VOCAB),
         explanation=(
@@ -164,7 +164,7 @@ EXERCISES = (
         id="9.top-k-two",
         question=(
             "Other logits, [2.0, 1.6, 1.4, 0.0], sampled at temperature 0.5 with top_k = 2. What is the "
-            "probability of drawing token 1, to 3 decimals?"
+            "probability of drawing token 1? Give it to 3 decimal places."
         ),
         expected=_Q_TOP2[1],
         explanation=(
