@@ -360,16 +360,21 @@ class HeadCost:
     head_dim: int  # d / h
     parameters: int  # all four projections, biases included
     flops: int  # one forward pass, counted by torch.utils.flop_counter (matrix products)
+    projection_flops: int  # the part of ``flops`` spent in the four projections
+    weight_elements: int  # entries of the attention weights, B · h · N · M: grows with h
 
 
 def head_cost_table(
     d_model: int = 48, heads: tuple[int, ...] = (1, 2, 4, 8), batch: int = 2, tokens: int = 5
 ) -> list[HeadCost]:
-    """Parameters and FLOPs of ``MultiHeadAttention(d_model, h)`` for each h: the same for all.
+    """Parameters and matrix-product FLOPs of ``MultiHeadAttention(d_model, h)`` for each h:
+    the same for all. The size of the attention weights is not: it grows h times.
 
     The projections are d × d whatever h is (h heads of width d/h); the scores cost
     h · N · M · (d/h) multiply-adds, again independent of h. The FLOPs are measured on the
-    plain path (``fused=False``), whose matrix products torch's counter sees one by one.
+    plain path (``fused=False``), whose matrix products torch's counter sees one by one; the
+    counter counts matrix products only, so the softmax over the B · h · N · M weights (and
+    their memory) is not in ``flops``: ``weight_elements`` counts those weights.
     """
     x = torch.zeros(batch, tokens, d_model)  # (B, N, C)
     rows = []
@@ -377,8 +382,24 @@ def head_cost_table(
         module = MultiHeadAttention(d_model, n_heads, fused=False).eval()
         with torch.no_grad(), FlopCounterMode(display=False) as counter:
             module(x)
+        with torch.no_grad():
+            q, k, v = module.project(x)  # (B, h, N, d/h) each
+            _, weights = attention(q, k, v, return_weights=True)  # (B, h, N, M)
+            merged = module.merge_heads(weights @ v)  # (B, N, d)
+            with FlopCounterMode(display=False) as projections:
+                module.project(x)
+                module.out_proj(merged)
         params = sum(p.numel() for p in module.parameters())
-        rows.append(HeadCost(n_heads, module.head_dim, params, counter.get_total_flops()))
+        rows.append(
+            HeadCost(
+                n_heads,
+                module.head_dim,
+                params,
+                counter.get_total_flops(),
+                projections.get_total_flops(),
+                weights.numel(),
+            )
+        )
     return rows
 
 

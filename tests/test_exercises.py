@@ -196,8 +196,12 @@ def test_chapter_1_answers_agree_with_lib_attention():
     answers = {
         "1.longer-query": attention(torch.tensor([[2.0, 0.0]]), KEYS, VALS)[0],
         "1.equal-scores": attention(torch.tensor([[1.0, 1.0]]), KEYS, VALS)[0],
-        "1.masked-read": attention(
-            torch.tensor([[0.0, 2.0]]), torch.eye(2), VALS, torch.tensor([[True, False]]), scale=1.0
+        "1.masked-read": attention(  # scores [1, 2, 0] against one-hot keys, key 2 masked
+            torch.tensor([[1.0, 2.0, 0.0]]),
+            torch.eye(3),
+            torch.tensor([[2.0, 0.0], [0.0, 4.0], [6.0, 2.0]]),
+            torch.tensor([[True, False, True]]),
+            scale=1.0,
         )[0],
         "2.causal-alignment": torch.stack(
             [
@@ -235,3 +239,23 @@ def test_stable_softmax_mistakes_named():
     result = grade(softmax_exercise, lambda x: torch.softmax(x, dim=-1))  # NaN on an all -inf row
     assert "all -inf row" in result.message and "-inf - (-inf) is NaN" in result.feedback
     assert "large scores" not in result.message
+
+
+def test_masked_read_names_each_rounded_mistake():
+    """Exercise 1.3: each known mistake, rounded to the 2 decimals asked for, gets its own feedback."""
+    exercise = exercises()["1.masked-read"]
+    scores, values = torch.tensor([1.0, 2.0, 0.0]), torch.tensor([[2.0, 0.0], [0.0, 4.0], [6.0, 2.0]])
+    after = torch.softmax(scores, 0) * torch.tensor([1.0, 0.0, 1.0])  # zeroed after, not renormalized
+    mistakes = {
+        "no mask": torch.softmax(scores, 0) @ values,
+        "score set to 0": torch.softmax(torch.tensor([1.0, 0.0, 0.0]), 0) @ values,
+        "zeroed after the softmax": after @ values,
+    }
+    feedbacks = set()
+    for name, read in mistakes.items():
+        result = grade(exercise, [round(x, 2) for x in read.tolist()])
+        assert result.status == INCORRECT and result.feedback, name
+        feedbacks.add(result.feedback)
+    assert len(feedbacks) == len(mistakes)
+    right = torch.softmax(torch.tensor([1.0, 0.0]), 0) @ values[[0, 2]]
+    assert grade(exercise, [round(x, 2) for x in right.tolist()]).correct

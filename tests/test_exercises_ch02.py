@@ -13,9 +13,9 @@ def test_chapter_2_value_answers_agree_with_lib():
     x, source = torch.randn(4, 10, 96), torch.randn(4, 6, 96)
     q, k, v = module.project(x, source)
     _, weights = attention(q, k, v, return_weights=True)
-    scores = torch.tensor([[2.0, 1.0, 0.5]])  # (1, M=3), already scaled; d_k = 1 makes the scale 1
+    scores = torch.tensor([[2.0, 1.0, 2.5]])  # (1, M=3), already scaled; d_k = 1 makes the scale 1
     read = attention(
-        scores.new_ones(1, 1), scores.T, torch.tensor([[1.0], [2.0], [10.0]]), torch.tensor([[True, True, False]])
+        scores.new_ones(1, 1), scores.T, torch.tensor([[1.0], [3.0], [8.0]]), torch.tensor([[True, True, False]])
     )  # q = [1], keys = the scores themselves, so q·k = score
     gqa = MultiHeadAttention(768, 12, n_kv_heads=4, bias=False)
     heads = torch.randn(2, 4, 5, 24)  # (B, h, N, d_v) with d_v = 24
@@ -33,7 +33,25 @@ def test_chapter_2_value_answers_agree_with_lib():
 def test_mask_after_softmax_matches_torch_softmax():
     """The same read through torch: softmax over allowed scores, weighted values."""
     weights = torch.softmax(torch.tensor([2.0, 1.0]), 0)
-    assert grade(exercises()["2.mask-after-softmax"], (weights * torch.tensor([1.0, 2.0])).sum()).correct
+    assert grade(exercises()["2.mask-after-softmax"], (weights * torch.tensor([1.0, 3.0])).sum()).correct
+
+
+def test_mask_after_softmax_names_each_rounded_mistake():
+    """Each known mistake, rounded to the 2 decimals the question asks for, still gets its own feedback."""
+    exercise = exercises()["2.mask-after-softmax"]
+    values = torch.tensor([1.0, 3.0, 8.0])
+    mistakes = {
+        "no mask": torch.softmax(torch.tensor([2.0, 1.0, 2.5]), 0) @ values,
+        "score set to 0": torch.softmax(torch.tensor([2.0, 1.0, 0.0]), 0) @ values,
+        "zeroed after the softmax": torch.softmax(torch.tensor([2.0, 1.0, 2.5]), 0)[:2] @ values[:2],
+    }
+    feedbacks = set()
+    for name, read in mistakes.items():
+        result = grade(exercise, round(read.item(), 2))
+        assert result.status == INCORRECT and result.feedback, name
+        feedbacks.add(result.feedback)
+    assert len(feedbacks) == len(mistakes)
+    assert grade(exercise, round((torch.softmax(torch.tensor([2.0, 1.0]), 0) @ values[:2]).item(), 2)).correct
 
 
 def test_merge_heads_catches_a_transposed_axis_and_view_on_a_view():

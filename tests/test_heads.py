@@ -144,6 +144,9 @@ def test_head_cost_is_the_same_for_every_head_count():
     # four d × d projections per token, plus Q Kᵀ and weights @ V: 2 FLOPs per multiply-add
     expected = 2 * batch * tokens * 4 * d * d + 2 * 2 * batch * tokens * tokens * d
     assert {row.flops for row in rows} == {expected}
+    assert {row.projection_flops for row in rows} == {2 * batch * tokens * 4 * d * d}
+    # the weights are not free: one tokens × tokens matrix per sequence and head
+    assert [row.weight_elements for row in rows] == [batch * h * tokens * tokens for h in (1, 3, 8)]
 
 
 def test_fused_and_plain_agree_in_outputs_and_gradients():

@@ -137,7 +137,17 @@ def test_page_reads_the_spellings_people_type():
     registry = exercises()
     page = _page(SPELLINGS)
     by_text = {text: result for (_, text, _), result in zip(SPELLINGS, page, strict=True)}
-    for text in ["146,240", "[146,240]", "8/3", "8 / 3", "−8", "1 1 1 1 0 0", "1, 1, 1, 1, 0, 0", "1024, 1/32", "7.625"]:
+    for text in [
+        "146,240",
+        "[146,240]",
+        "8/3",
+        "8 / 3",
+        "−8",
+        "1 1 1 1 0 0",
+        "1, 1, 1, 1, 0, 0",
+        "1024, 1/32",
+        "7.625",
+    ]:
         assert by_text[text]["status"] == "correct", text
     assert "a count is a whole number" in by_text["146,240.4"]["feedback"]
     assert "decimal places the question asks for" in by_text["7.62"]["feedback"]

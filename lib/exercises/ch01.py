@@ -46,11 +46,28 @@ _LONG_W1, _LONG_W2 = _softmax2(2 / math.sqrt(2), 0.0)  # scores [√2, 0]: weigh
 _LONG_NO_SCALE = _read(_softmax2(2.0, 0.0)[0])  # scores [2, 0] ≈ [1.7616, 0.4768]
 _LONG_BY_D_K = _read(_softmax2(1.0, 0.0)[0])  # scores [1, 0] ≈ [1.4621, 1.0758]
 
-# Exercise 1.3: scores [0, 2] (already scaled), and key 2 may not be read.
-_MASK_SCORES = (0.0, 2.0)
-_MASK_NONE = _read(_softmax2(*_MASK_SCORES)[0])  # no mask: weights ≈ [0.1192, 0.8808]
-_MASK_TO_ZERO = _read(_softmax2(0.0, 0.0)[0])  # score 2 set to 0, not -inf: [1, 2]
-_MASK_AFTER = [2 * _softmax2(*_MASK_SCORES)[0], 0.0]  # weight 2 zeroed after the softmax: [0.2384, 0]
+# Exercise 1.3: three keys with scores [1, 2, 0] (already scaled), values [2, 0], [0, 4] and
+# [6, 2]; key 2 (the best-scoring one) may not be read, so keys 1 and 3 remain, with unequal scores.
+_MASK_SCORES = (1.0, 2.0, 0.0)
+_MASK_VALUES = ((2.0, 0.0), (0.0, 4.0), (6.0, 2.0))
+
+
+def _softmax_list(scores: tuple[float, ...]) -> list[float]:
+    """softmax(scores) as a list of floats."""
+    exps = [math.exp(s - max(scores)) for s in scores]
+    return [e / sum(exps) for e in exps]
+
+
+def _mix(weights: list[float]) -> list[float]:
+    """Σ wᵢ vᵢ over exercise 1.3's three values."""
+    return [sum(w * v[j] for w, v in zip(weights, _MASK_VALUES, strict=True)) for j in range(2)]
+
+
+_MASK_W1, _MASK_W3 = _softmax_list((1.0, 0.0))  # keys 1 and 3 only: ≈ [0.7311, 0.2689]
+_MASK_READ = _mix([_MASK_W1, 0.0, _MASK_W3])  # ≈ [3.0758, 0.5379]
+_MASK_NONE = _mix(_softmax_list(_MASK_SCORES))  # no mask: ≈ [1.0296, 2.8410]
+_MASK_TO_ZERO = _mix(_softmax_list((1.0, 0.0, 0.0)))  # key 2's score set to 0, not -inf: ≈ [2.4239, 1.2716]
+_MASK_AFTER = _mix([w if i != 1 else 0.0 for i, w in enumerate(_softmax_list(_MASK_SCORES))])  # ≈ [1.0296, 0.1801]
 
 # Exercise 1.7: coordinates of variance 4 (std 2) at d_k = 64.
 _COORD_VAR, _WIDE_D_K = 4.0, 64
@@ -104,8 +121,8 @@ CHAPTER_1 = (
     ValueExercise(
         id="1.equal-scores",
         question=(
-            "If both allowed scores are equal, what is the output, with values [2, 0] and [0, 4]?"
-            " Give each number to 2 decimal places."
+            "If both scores are equal, what is the output, with values [2, 0] and [0, 4]? Give each number "
+            "to 2 decimal places."
         ),
         expected=[1.0, 2.0],
         explanation="Equal scores give weights [0.5, 0.5], so the output is 0.5·[2, 0] + 0.5·[0, 4] = [1, 2].",
@@ -122,14 +139,15 @@ CHAPTER_1 = (
     ValueExercise(
         id="1.masked-read",
         question=(
-            "A query has scores [0, 2] (already scaled) for keys 1 and 2, whose values are [2, 0] and "
-            "[0, 4]. A mask forbids key 2. What output does the query read?"
-            " Give each number to 2 decimal places."
+            "A query has scores [1, 2, 0] (already scaled) for keys 1, 2 and 3, whose values are [2, 0], "
+            "[0, 4] and [6, 2]. A mask forbids key 2. What output does the query read? Give each number "
+            "to 2 decimal places."
         ),
-        expected=[2.0, 0.0],
+        expected=_MASK_READ,
         explanation=(
-            "The forbidden score becomes -inf before the softmax, so the weights are [1, 0] and the output "
-            "is v1 = [2, 0], however high key 2 scored."
+            f"Key 2's score becomes -inf before the softmax, so the softmax runs over keys 1 and 3 alone: "
+            f"weights [{_MASK_W1:.4f}, 0, {_MASK_W3:.4f}], and the output is {_MASK_W1:.4f}·[2, 0] + "
+            f"{_MASK_W3:.4f}·[6, 2] = [{_MASK_READ[0]:.4f}, {_MASK_READ[1]:.4f}], however high key 2 scored."
         ),
         hints=("Set the forbidden score to -inf, then take the softmax over what is left.",),
         wrong_answers=(
@@ -152,6 +170,11 @@ CHAPTER_1 = (
                 [0.0, 4.0],
                 "The mask's polarity is flipped: you let the query read key 2 only, the one it may not read "
                 "(or you read the best match and ignored the mask).",
+            ),
+            WrongAnswer(
+                [6.0, 2.0],
+                "That is the value of the best allowed key. Attention does not pick a winner: after the mask, "
+                "keys 1 and 3 still share the weight.",
             ),
         ),
         decimals=2,

@@ -21,14 +21,15 @@ def _softmax(scores: list[float]) -> list[float]:
     return [e / sum(exps) for e in exps]
 
 
-# --- 2.mask-after-softmax: scores [2, 1, 0.5], key 3 disallowed, scalar values [1, 2, 10].
-_SCORES, _VALUES = [2.0, 1.0, 0.5], [1.0, 2.0, 10.0]
+# --- 2.mask-after-softmax: scores [2, 1, 2.5], key 3 disallowed, scalar values [1, 3, 8]. The numbers
+# keep every known mistake's read away from a rounding boundary at 2 decimals.
+_SCORES, _VALUES = [2.0, 1.0, 2.5], [1.0, 3.0, 8.0]
 _MASKED = _softmax(_SCORES[:2])  # softmax over the two allowed keys
 _ALL = _softmax(_SCORES)  # softmax over all three
-_CORRECT_READ = _MASKED[0] * 1 + _MASKED[1] * 2  # ≈ 1.2689
-_AFTER_SOFTMAX = _ALL[0] * 1 + _ALL[1] * 2  # weight of key 3 zeroed, no renormalizing ≈ 1.0910
-_UNMASKED = sum(w * v for w, v in zip(_ALL, _VALUES, strict=True))  # ≈ 2.4934
-_SCORE_ZERO = sum(w * v for w, v in zip(_softmax([2.0, 1.0, 0.0]), _VALUES, strict=True))  # ≈ 2.0550
+_CORRECT_READ = _MASKED[0] * 1 + _MASKED[1] * 3  # ≈ 1.5379
+_AFTER_SOFTMAX = _ALL[0] * 1 + _ALL[1] * 3  # weight of key 3 zeroed, no renormalizing ≈ 0.6974
+_UNMASKED = sum(w * v for w, v in zip(_ALL, _VALUES, strict=True))  # ≈ 5.0697
+_SCORE_ZERO = sum(w * v for w, v in zip(_softmax([2.0, 1.0, 0.0]), _VALUES, strict=True))  # ≈ 2.1197
 
 # --- 2.gqa-kv-params: d = 768, h = 12, n_kv_heads = 4, no biases; d_k = 768 / 12 = 64.
 _D, _H, _HKV = 768, 12, 4
@@ -73,9 +74,9 @@ CHAPTER_2 = (
     ValueExercise(
         id="2.mask-after-softmax",
         question=(
-            "One query has scaled scores [2, 1, 0.5] over three keys whose values are the numbers "
-            "[1, 2, 10], and the mask forbids the third key. What does the query read?"
-            " Give it to 2 decimal places."
+            "One query has scaled scores [2, 1, 2.5] over three keys whose values are the numbers "
+            "[1, 3, 8], and the mask forbids the third key. What does the query read? Give it to 2 "
+            "decimal places."
         ),
         expected=_CORRECT_READ,
         explanation=(
@@ -89,13 +90,13 @@ CHAPTER_2 = (
                 "You zeroed the third weight after the softmax without renormalizing: the forbidden score "
                 "still sat in the denominator, so the two remaining weights sum to less than 1.",
             ),
-            WrongAnswer(_UNMASKED, "That ignores the mask: the third key (value 10) was read."),
+            WrongAnswer(_UNMASKED, "That ignores the mask: the third key (value 8) was read."),
             WrongAnswer(
                 _SCORE_ZERO,
                 "You set the forbidden score to 0. A score of 0 still gets weight exp(0); it must be -inf.",
             ),
             WrongAnswer(
-                10.0,
+                8.0,
                 "The mask polarity is flipped: you read only the forbidden key. True/allowed means 'may read'.",
             ),
         ),

@@ -302,7 +302,8 @@ EXERCISES = EXERCISES + (
         id="7.quadratic-loop",
         question=(
             f"The plain BPE loop encodes a chunk of {_N_SMALL:,} bytes in {_LOOP_S} s. Its time grows as the "
-            f"square of the length. About how many seconds does a chunk of {_N_LARGE:,} bytes take? Give it to 2 decimal places."
+            f"square of the length. About how many seconds does a chunk of {_N_LARGE:,} bytes take? "
+            "Give it to 2 decimal places."
         ),
         expected=_QUADRATIC,
         explanation=(
