@@ -370,7 +370,7 @@ def _grade_function(exercise: FunctionExercise, answer: Any) -> CheckResult:
     if problem.startswith("did not finish"):
         feedback = "Look for a loop whose condition never changes, or work that grows without bound."
     elif problem.startswith(WRONG_DTYPE):
-        feedback = (
+        feedback = exercise.dtype_feedback or (
             "Wrong dtype/precision: the result must keep the input's floating-point dtype. float16 keeps "
             "about 3 significant digits and its exp overflows past 11; bfloat16 keeps about 2. Compute "
             "in the input's dtype, or convert back before returning."

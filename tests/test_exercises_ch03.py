@@ -41,3 +41,20 @@ def test_rope_pairs_tells_float32_angles_from_a_wrong_formula():
     clockwise = grade(exercise, lambda x, p, f: _rope_pairs(x, p, f, sign=-1.0))
     assert clockwise.status == INCORRECT and "clockwise" in clockwise.feedback
     assert "precision" not in clockwise.feedback
+
+
+def test_rope_pairs_in_float32_is_told_about_precision_not_the_formula():
+    """A correct formula computed in float32 gets 3.rope-pairs' own message about precision."""
+    import torch
+
+    from lib.checks import exercises, grade
+
+    def in_float32(x, positions, freqs):  # the right rotation of pairs (2i, 2i+1), all in float32
+        angles = positions.float()[:, None] * freqs.float()[None, :]  # (N, D/2)
+        cos, sin = angles.cos(), angles.sin()
+        even, odd = x.float()[..., 0::2], x.float()[..., 1::2]
+        return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
+
+    result = grade(exercises()["3.rope-pairs"], in_float32)
+    assert result.status == "incorrect"
+    assert "precision" in result.feedback and "float16" not in result.feedback, result

@@ -65,6 +65,9 @@ class FunctionExercise:
     # ("lib.attention.softmax"): handing one in, or calling one from the learner's function,
     # is refused with a message that says so.
     stands_for: tuple[str, ...] = ()
+    # What a result in a lower precision than the inputs' means for this exercise, where the
+    # general message (float16's 3 digits, its exp overflowing past 11) would not fit.
+    dtype_feedback: str = ""
 
 
 Exercise = ValueExercise | FunctionExercise

@@ -375,6 +375,11 @@ CHAPTER_3_FUNCTIONS = (
         atol=1e-6,
         rtol=1e-6,
         stands_for=("lib.rope.apply_rope", "lib.rope.rotate_pairs"),
+        dtype_feedback=(
+            "Your function returned float32 for float64 inputs. The formula may well be right; the precision "
+            "is not: near position 10⁶ a float32 angle is off by up to about 0.03 rad. Keep the angles and "
+            "the rotation in the input's dtype (float64 here)."
+        ),
     ),
 )
 
