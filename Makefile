@@ -73,9 +73,10 @@ test: $(STAMP) trained
 test-lib: $(STAMP)
 	$(BIN)/python -m pytest tests -m "not browser"
 
-## browser-test: headless Chromium reads the built book (after `make book`), offline
+## browser-test: headless Chromium reads the built book (after `make book`), offline, at 400,
+## 800 and 1280 px; and a student copy in a headless JupyterLab renders its MyST warnings
 browser-test: $(STAMP)
-	$(BIN)/python -m pytest tests/test_browser.py -m browser -p no:cacheprovider -v
+	$(BIN)/python -m pytest tests/test_browser.py tests/test_lab_browser.py -m browser -p no:cacheprovider -v
 
 ## lab: open the student copies in JupyterLab (solutions stripped, outputs cleared). They
 ## are made in student/ the first time; an existing copy is the learner's work and is kept.
