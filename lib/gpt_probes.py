@@ -56,7 +56,7 @@ def attention_maps(model: GPT, idx: torch.Tensor) -> torch.Tensor:
         scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T, T)
         future = torch.ones(idx.shape[1], idx.shape[1], dtype=torch.bool, device=idx.device).triu(1)  # (T, T)
         maps.append(torch.softmax(scores.masked_fill(future, -math.inf), dim=-1))  # (B, H, T, T)
-        x = block(x, rotation)  # (B, T, C)
+        x = block(x, is_causal=True, rotation=rotation)  # (B, T, C)
     return torch.stack(maps)  # (L, B, H, T, T)
 
 
@@ -78,7 +78,7 @@ def ablated_logits(model: GPT, idx: torch.Tensor, skip_attention: tuple[int, ...
         if i in skip_attention:
             x = x + block.ffn(block.norm2(x))  # (B, T, C): the FFN alone
         else:
-            x = block(x, rotation)  # (B, T, C)
+            x = block(x, is_causal=True, rotation=rotation)  # (B, T, C)
     return model.head(model.norm(x))  # (B, T, V)
 
 

@@ -37,8 +37,8 @@ def test_maps_rebuild_each_layers_attention_output(model):
             _, _, v = block.attn.project(h)  # (B, Hkv, T, D)
             v = v.repeat_interleave(2, dim=1)  # (B, H, T, D)
             mine = block.attn.out_proj(block.attn.merge_heads(maps[layer] @ v))
-            assert torch.allclose(mine, block.causal_attention(h, rotation, None), atol=1e-5)
-            x = block(x, rotation)
+            assert torch.allclose(mine, block.attention_branch(h, None, True, rotation), atol=1e-5)
+            x = block(x, is_causal=True, rotation=rotation)
 
 
 def test_ablation_without_skips_is_the_model(model):
