@@ -89,6 +89,7 @@ EXERCISES = (
             WrongAnswer(_MLP_FFN, "You counted two FFN matrices; SwiGLU has three (gate, up and down)."),
             WrongAnswer(_NO_EMBEDDING, "You left out the 1000×64 token embedding, the largest single matrix here."),
             WrongAnswer(_PARAMS - _L * _PER_LAYER_NORMS - _C, "You left out the RMSNorm weights (64 per norm)."),
+            WrongAnswer(_PARAMS - _C, "You left out the final RMSNorm, the 64 weights after the last block."),
             WrongAnswer(_PARAMS - _PER_LAYER, f"You counted one layer's {_PER_LAYER:,} parameters; there are two."),
         ),
         whole=True,
@@ -97,7 +98,7 @@ EXERCISES = (
         id="9.uniform-loss",
         question=(
             "Before training, a model that gives each of 2,048 tokens the same probability has what "
-            "cross-entropy loss, in nats, to 3 decimals?"
+            "cross-entropy loss, in nats? Give it to 3 decimal places."
         ),
         expected=uniform_loss(_VOCAB),
         explanation=(
@@ -164,7 +165,7 @@ EXERCISES = (
         id="9.top-k-two",
         question=(
             "Other logits, [2.0, 1.6, 1.4, 0.0], sampled at temperature 0.5 with top_k = 2. What is the "
-            "probability of drawing token 1, to 3 decimals?"
+            "probability of drawing token 1? Give it to 3 decimal places."
         ),
         expected=_Q_TOP2[1],
         explanation=(
