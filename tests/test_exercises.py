@@ -137,6 +137,7 @@ CALLERS = {
     "6.decode-mask": [lambda n, c: causal_mask(n, n + c)],
     "8.patchify": [lambda images, p: patchify(images, p)],
     "8.conv-weight": [lambda w, c, p: conv_weight(w, c, p)],
+    "9.sample-probs": [lambda x, t, k: lib.capstone.sampling_probabilities(x, t, k)],
 }
 
 
