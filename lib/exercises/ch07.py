@@ -182,6 +182,15 @@ EXERCISES = (
                 [4, ord("l"), ord("r")],
                 "You applied only the first merge (l o we r); keep going while any learned pair is adjacent.",
             ),
+            WrongAnswer(
+                [3, 257, 258],
+                "You merged (e, r) before (w, e), giving lo w er. (w, e) → 256 was learned first, so it takes "
+                "the e, and (e, r) never applies.",
+            ),
+            WrongAnswer(
+                [2, 257, 258],
+                "Two tokens, lo and wer, is right, but 258 is er. wer is (we, r) → 261.",
+            ),
         ),
         whole=True,
     ),
@@ -288,6 +297,10 @@ EXERCISES = (
             WrongAnswer(2 * V_LARGE * D_MODEL / 1e6, "That is the total for the large vocabulary, not what it adds."),
             WrongAnswer(
                 V_LARGE * D_MODEL / 1e6, "That is one matrix of the large vocabulary, not what the change adds."
+            ),
+            WrongAnswer(
+                2 * (V_LARGE - V_SMALL) * D_MODEL,
+                "That is the right count, in parameters; the question asks for millions (divide by 10^6).",
             ),
         ),
         decimals=1,

@@ -89,6 +89,7 @@ EXERCISES = (
             WrongAnswer(_MLP_FFN, "You counted two FFN matrices; SwiGLU has three (gate, up and down)."),
             WrongAnswer(_NO_EMBEDDING, "You left out the 1000×64 token embedding, the largest single matrix here."),
             WrongAnswer(_PARAMS - _L * _PER_LAYER_NORMS - _C, "You left out the RMSNorm weights (64 per norm)."),
+            WrongAnswer(_PARAMS - _C, "You left out the final RMSNorm, the 64 weights after the last block."),
             WrongAnswer(_PARAMS - _PER_LAYER, f"You counted one layer's {_PER_LAYER:,} parameters; there are two."),
         ),
         whole=True,
