@@ -27,9 +27,10 @@ _MHA_GIB, _QUERY_HEADS, _GQA_KV_HEADS = 16.0, 64, 8
 _SYSTEM, _OWN, _REQUESTS, _S = 192, 50, 10, 16
 _FORK_BLOCKS = blocks_needed(_SYSTEM, _S) + _REQUESTS * blocks_needed(_OWN, _S)  # 12 + 10·4 = 52
 
-# 6.blocks-needed: two sequences of 1,000 and 1,024 tokens in blocks of 16 (one ends mid-block, one exactly).
-_N_SHORT, _N_LONG = 1000, 1024
-_BLOCKS_TWO = blocks_needed(_N_SHORT, _S) + blocks_needed(_N_LONG, _S)  # 63 + 64 = 127
+# 6.blocks-needed: three sequences in blocks of 16: two end mid-block (pooling their tails would
+# save a block), one exactly.
+_LENGTHS = (1000, 1010, 1024)
+_BLOCKS_TWO = sum(blocks_needed(n, _S) for n in _LENGTHS)  # 63 + 64 + 64 = 191
 
 # 6.serving-budget: an 80 GiB GPU, 26 GiB of weights, 6 GiB of runtime buffers, 128 KiB of KV per token;
 # requests may grow to 4,096 tokens and hold 1,000 on average; blocks of 16 tokens.
@@ -123,26 +124,36 @@ EXERCISES = (
     ValueExercise(
         id="6.blocks-needed",
         question=(
-            "A paged cache uses blocks of 16 tokens. It holds two sequences, one of 1,000 tokens and one of "
-            "1,024 tokens. How many blocks do they hold together?"
+            "A paged cache uses blocks of 16 tokens. It holds three sequences, of 1,000, 1,010 and 1,024 "
+            "tokens. How many blocks do they hold together?"
         ),
         expected=_BLOCKS_TWO,
         explanation=(
             "A sequence of n tokens holds ceil(n / 16) blocks: 1000 / 16 = 62.5 rounds up to 63 (the last "
-            f"block holds 8 tokens), and 1024 / 16 = 64 exactly. Together 63 + 64 = {_BLOCKS_TWO}."
+            "block holds 8 tokens), 1010 / 16 = 63.125 to 64 (the last holds 2), and 1024 / 16 = 64 exactly. "
+            f"Together 63 + 64 + 64 = {_BLOCKS_TWO}."
         ),
-        hints=("Round each sequence up to whole blocks, but add no block where n is a multiple of 16.",),
+        hints=(
+            "Round each sequence up to whole blocks, but add no block where n is a multiple of 16; "
+            "no block holds two sequences.",
+        ),
         wrong_answers=(
             WrongAnswer(
-                _N_SHORT // _S + _N_LONG // _S,
-                "You rounded down: the last 8 tokens of the 1,000-token sequence still need a (partly filled) block.",
+                sum(n // _S for n in _LENGTHS),
+                "You rounded down: the last tokens of the 1,000- and 1,010-token sequences still need a "
+                "(partly filled) block each.",
             ),
             WrongAnswer(
-                _N_SHORT // _S + 1 + _N_LONG // _S + 1,
+                sum(n // _S + 1 for n in _LENGTHS),
                 "You used n // 16 + 1, which adds a block even when n is a multiple of 16: 1,024 tokens fill "
                 "exactly 64 blocks. Round up instead: ceil(n / 16).",
             ),
-            WrongAnswer((_N_SHORT + _N_LONG) / _S, "Blocks come whole: a sequence cannot hold half a block."),
+            WrongAnswer(
+                blocks_needed(sum(_LENGTHS), _S),
+                "You pooled the tokens before rounding up: each sequence has its own last block, and two "
+                "sequences' partly filled tails cannot share one.",
+            ),
+            WrongAnswer(sum(_LENGTHS) / _S, "Blocks come whole: a sequence cannot hold part of a block."),
         ),
         whole=True,
     ),
@@ -194,15 +205,17 @@ EXERCISES = (
     ValueExercise(
         id="6.fork-blocks",
         question=(
-            "Ten requests share a 192-token system prompt and add 50 tokens each, in a paged cache with blocks "
-            "of 16. The prompt is prefilled once and each request forks from it. How many blocks are in use?"
+            "Ten separate requests begin with the same 192-token system prompt and add 50 tokens each, in a "
+            "paged cache with blocks of 16. Prefix caching keeps the system prompt's full blocks, and every "
+            "request reuses them instead of computing its own. How many blocks are in use?"
         ),
         expected=_FORK_BLOCKS,
         explanation=(
-            "The prompt fills exactly 12 blocks, shared by all. Each request's 50 tokens need ceil(50/16) = 4 "
+            "The prompt fills exactly 12 full blocks, stored once and reused by all ten requests. Each request's "
+            "50 tokens need ceil(50/16) = 4 "
             f"blocks of its own: 12 + 10 · 4 = {_FORK_BLOCKS}, instead of 10 · ceil(242/16) = 160 without sharing."
         ),
-        hints=("192 = 12 · 16: the shared blocks are full, so no copy on write is needed.",),
+        hints=("192 = 12 · 16: the prompt fills whole blocks, and prefix caching reuses full blocks.",),
         wrong_answers=(
             WrongAnswer(
                 _REQUESTS * blocks_needed(_SYSTEM + _OWN, _S),
@@ -214,6 +227,15 @@ EXERCISES = (
             ),
             WrongAnswer(
                 _SYSTEM / _S + _REQUESTS * _OWN / _S, "Blocks are allocated whole: round each request's 50/16 up."
+            ),
+            WrongAnswer(
+                blocks_needed(_SYSTEM, _S) + _REQUESTS * _OWN // _S,
+                "You rounded 10 · 50/16 = 31.25 down: each request's last 2 tokens still need a block.",
+            ),
+            WrongAnswer(
+                blocks_needed(_SYSTEM, _S) + blocks_needed(_REQUESTS * _OWN, _S),
+                "You pooled the ten requests' own tokens before rounding up: each request's 50 tokens are its "
+                "own sequence, ceil(50/16) = 4 blocks each, and no two requests share a partly filled block.",
             ),
         ),
         whole=True,
