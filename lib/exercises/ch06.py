@@ -23,6 +23,10 @@ _KV_BYTES = kv_cache_bytes(kv_heads=8, **_CONFIG)
 # 6.gqa-cache: a 64-query-head model whose full multi-head cache would take 16 GiB.
 _MHA_GIB, _QUERY_HEADS, _GQA_KV_HEADS = 16.0, 64, 8
 
+# 6.decode-read: 64 -> 8 KV heads while the context grows from 1,500 to 4,500 tokens.
+_CONTEXT_RATIO, _KV_RATIO = 4500 / 1500, _GQA_KV_HEADS / _QUERY_HEADS
+_READ_FACTOR = _CONTEXT_RATIO * _KV_RATIO  # 3 · 1/8 = 0.375
+
 # 6.fork-blocks: 10 requests, a shared 192-token system prompt, 50 tokens of their own each, S = 16.
 _SYSTEM, _OWN, _REQUESTS, _S = 192, 50, 10, 16
 _FORK_BLOCKS = blocks_needed(_SYSTEM, _S) + _REQUESTS * blocks_needed(_OWN, _S)  # 12 + 10·4 = 52
@@ -183,24 +187,36 @@ EXERCISES = (
     ValueExercise(
         id="6.decode-read",
         question=(
-            "With a KV cache, one decode step's attention reads every cached key and value. How many times "
-            "more attention-read work does a step at context 6,000 do than a step at context 1,500?"
-            " Give it to 1 decimal place."
+            "A model with 64 query heads caches one KV head per query head. It is retrained with grouped-query "
+            "attention, 8 KV heads (same layers, head width and precision), and meanwhile the conversations it "
+            "serves grow from 1,500 to 4,500 tokens of context. With a KV cache, each decode step's attention "
+            "reads every cached key and value. By what factor do the bytes one decode step's attention reads "
+            "change (new / old)? Give it to 3 decimal places."
         ),
-        expected=6000 / 1500,
+        expected=_READ_FACTOR,
         explanation=(
-            "The new query reads each cached key once: work proportional to the context, so 6000 / 1500 = 4. "
+            "One decode step's query reads every cached token once, so the read is proportional to the context "
+            "(× 4500 / 1500 = 3) and, per token, to the number of KV heads (× 8 / 64). Together "
+            f"3 × 8 / 64 = {_READ_FACTOR:.3f}: the longer context is more than paid for by the smaller cache. "
             "The cache removes recomputation of the prefix, not the growing read."
         ),
-        hints=("One query, N keys: how does the work scale with N?",),
+        hints=("The read is 2·L·N·h_kv·d_h·s bytes: which two factors change, and by how much each?",),
         wrong_answers=(
+            WrongAnswer(_CONTEXT_RATIO, "That is the context's growth alone; the cache per token shrank too."),
+            WrongAnswer(_KV_RATIO, "That is GQA's saving alone; every step also reads the 3 times longer context."),
             WrongAnswer(
-                (6000 / 1500) ** 2,
-                "Quadratic is prefill (all N queries against all N keys). A decode step has one query per head.",
+                _CONTEXT_RATIO**2 * _KV_RATIO,
+                "Quadratic in the context is prefill (all N queries against all N keys). A decode step has one "
+                "query per head: its read is linear in N.",
+            ),
+            WrongAnswer(1 / _READ_FACTOR, "That is old / new; the question asks for new / old."),
+            WrongAnswer(_CONTEXT_RATIO / _KV_RATIO, "Fewer KV heads mean less to read, not more: multiply by 8/64."),
+            WrongAnswer(
+                _CONTEXT_RATIO / _QUERY_HEADS, "That is multi-query attention, one KV head; this model keeps 8."
             ),
             WrongAnswer(1.0, "The cache does not make a step constant-time: the new query still reads every entry."),
         ),
-        decimals=1,
+        decimals=3,
     ),
     ValueExercise(
         id="6.fork-blocks",
