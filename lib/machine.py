@@ -105,3 +105,22 @@ def data_kernels(fn: Callable[[], object]) -> list[str]:
         if name not in BOOKKEEPING and not has_data_child:
             leaves.append(name)
     return leaves
+
+
+def data_kernel_shapes(fn: Callable[[], object]) -> list[tuple[str, tuple[int, ...]]]:
+    """(operator, shape of its first input) for each operator of ``data_kernels(fn)``, in order:
+    which of them pass over a whole tensor and which over a smaller one (a row statistic)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    def data_below(event) -> bool:
+        return any(child.name not in BOOKKEEPING or data_below(child) for child in event.cpu_children)
+
+    fn()  # warm up, as kernels() does
+    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        fn()
+    events = sorted(prof.events(), key=lambda event: event.time_range.start)
+    return [
+        (event.name, tuple(event.input_shapes[0]) if event.input_shapes else ())
+        for event in events
+        if event.name not in BOOKKEEPING and not data_below(event)
+    ]

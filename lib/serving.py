@@ -228,6 +228,7 @@ class Breakdown:
     internal: int  # slots inside an allocation that no token will ever fill
     external: int  # free slots no allocation can use (too small a gap for another request)
     free: int  # slots still free for anyone
+    admitted: int  # requests holding memory at this moment
 
     @property
     def budget(self) -> int:
@@ -260,28 +261,33 @@ def contiguous_breakdown(
     left = budget_tokens - admitted * max_len
     external = left if admitted < len(requests) else 0
     free = left - external
-    return Breakdown("contiguous", now, final - now, admitted * max_len - final, external, free)
+    return Breakdown("contiguous", now, final - now, admitted * max_len - final, external, free, admitted)
 
 
 def paged_breakdown(
     requests: list[Request], *, budget_tokens: int, block_size: int, progress: float = 0.5
 ) -> Breakdown:
-    """The same moment in a paged cache: blocks are taken as tokens arrive, so nothing is
-    reserved ahead, the only internal fragmentation is each last block's empty tail, and any
-    free block serves any sequence (no external fragmentation). Requests are admitted in order
-    while their current blocks fit."""
+    """The same moment in a paged cache: blocks are taken as tokens arrive, and any free block
+    serves any sequence (no external fragmentation). The empty tail of a sequence's last block
+    is reserved as far as the sequence's later tokens will fill it, and internal fragmentation
+    beyond its final length. Requests are admitted in order while their current blocks fit, so
+    a different, larger set than the contiguous layout's."""
     blocks_free = budget_tokens // block_size
-    now = internal = 0
+    now = reserved = internal = admitted = 0
     for request in requests:
         tokens = _now(request, progress)
         blocks = blocks_needed(tokens, block_size)
         if blocks > blocks_free:
             break
         blocks_free -= blocks
+        admitted += 1
         now += tokens
-        internal += blocks * block_size - tokens
-    free = budget_tokens - now - internal
-    return Breakdown(f"paged (S={block_size})", now, 0, internal, 0, free)
+        tail = blocks * block_size - tokens
+        later = min(tail, request.total - tokens)  # slots this sequence's own later tokens fill
+        reserved += later
+        internal += tail - later
+    free = budget_tokens - now - reserved - internal
+    return Breakdown(f"paged (S={block_size})", now, reserved, internal, 0, free, admitted)
 
 
 # --- fewer KV heads without retraining ---------------------------------------------------

@@ -296,7 +296,7 @@ def test_chapter_6_answers_agree_with_lib():
         request = cache.fork(system)
         cache.append(request, torch.zeros(1, 50, 1), torch.zeros(1, 50, 1))
     sequence = PagedKVCache(num_blocks=200, block_size=16, kv_heads=1, head_dim=1)
-    for n in (1000, 1024):  # one ends mid-block, one exactly on a block boundary
+    for n in (1000, 1010, 1024):  # two end mid-block, one exactly on a block boundary
         sequence.append(sequence.add_sequence(), torch.zeros(1, n, 1), torch.zeros(1, n, 1))
     answers = {
         "6.double-length-and-batch": kv_cache_bytes(layers=1, batch=2, seq_len=2, kv_heads=1, head_dim=1)
@@ -307,7 +307,8 @@ def test_chapter_6_answers_agree_with_lib():
         "6.fork-blocks": cache.blocks_in_use,
         "6.next-position": 37,
         "6.weights-gb": 26,
-        "6.decode-read": 4,
+        "6.decode-read": kv_cache_bytes(layers=1, batch=1, seq_len=4500, kv_heads=8, head_dim=1)
+        / kv_cache_bytes(layers=1, batch=1, seq_len=1500, kv_heads=64, head_dim=1),
     }
     for exercise_id, answer in answers.items():
         assert grade(exercises()[exercise_id], answer).status == CORRECT, exercise_id

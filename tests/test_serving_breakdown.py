@@ -23,7 +23,7 @@ def test_contiguous_breakdown_by_hand():
     assert (parts.token_states, parts.reserved, parts.internal) == (18, 4, 128 - 22)
     assert (parts.external, parts.free) == (150 - 128, 0)
     assert parts.budget == 150
-    assert parts.share("token_states") == pytest.approx(18 / 150)
+    assert parts.share("token_states") == pytest.approx(18 / 150) and parts.admitted == 2
     everyone = contiguous_breakdown(requests[:2], budget_tokens=150, max_len=64)
     assert (everyone.external, everyone.free) == (0, 150 - 128)  # nobody waits: the rest is just free
 
@@ -31,9 +31,14 @@ def test_contiguous_breakdown_by_hand():
 def test_paged_breakdown_by_hand():
     requests = [Request(10, 6), Request(4, 2), Request(20, 20)]
     parts = paged_breakdown(requests, budget_tokens=40, block_size=8, progress=0.5)
-    # now 13, 5 and 30 tokens: 2 + 1 blocks fit, the third needs 4 of the 2 left
-    assert (parts.token_states, parts.reserved, parts.internal, parts.external) == (18, 0, 24 - 18, 0)
-    assert parts.free == 16 and parts.budget == 40
+    # now 13, 5 and 30 tokens: 2 + 1 blocks fit, the third needs 4 of the 2 left. The first's
+    # tail of 3 slots is all reserved (3 more tokens to come); the second's tail of 3 holds its
+    # one later token and then 2 slots no token fills.
+    assert (parts.token_states, parts.reserved, parts.internal, parts.external) == (18, 3 + 1, 2, 0)
+    assert parts.free == 16 and parts.budget == 40 and parts.admitted == 2
+    done = paged_breakdown(requests, budget_tokens=40, block_size=8, progress=1.0)
+    # at their final lengths 16 and 6 (2 + 1 blocks) nothing is reserved: the second's 2 empty slots are waste
+    assert (done.token_states, done.reserved, done.internal, done.admitted) == (22, 0, 2, 2)
 
 
 def test_expected_waste_matches_the_measured_fill():

@@ -105,6 +105,10 @@ CHAPTER_4 = (
                 "You rounded 8d/3 to the nearest whole number; the width is rounded up to a multiple of 8.",
             ),
             WrongAnswer(_SWIGLU_EXACT, "8d/3 is not a whole width: round it up to a multiple of 8."),
+            *(
+                WrongAnswer(round(_SWIGLU_EXACT, places), "8d/3 is not a whole width: round it up to a multiple of 8.")
+                for places in (1, 2)
+            ),
             WrongAnswer(
                 _SWIGLU_F - 8, "You rounded down to a multiple of 8; swiglu_hidden rounds up (at most 7 more columns)."
             ),

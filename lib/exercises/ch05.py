@@ -370,7 +370,7 @@ CHAPTER_5_FUNCTIONS = (
             # First, so that a function that returns the right numbers in the wrong container (a tuple,
             # a list) hears about the container, not about a rescaling this case does not need.
             Case(
-                "block that lowers nothing",
+                "block that raises nothing",
                 lambda: _state([5.0], [2.0], [[1.0, 2.0]]),
                 "Return one tensor, torch.stack((m_new, l_new)), of shape (2, R). Here the block is below the "
                 "current max: m stays as it is and l only gains exp(block − m).",

@@ -23,13 +23,18 @@ _KV_BYTES = kv_cache_bytes(kv_heads=8, **_CONFIG)
 # 6.gqa-cache: a 64-query-head model whose full multi-head cache would take 16 GiB.
 _MHA_GIB, _QUERY_HEADS, _GQA_KV_HEADS = 16.0, 64, 8
 
+# 6.decode-read: 64 -> 8 KV heads while the context grows from 1,500 to 4,500 tokens.
+_CONTEXT_RATIO, _KV_RATIO = 4500 / 1500, _GQA_KV_HEADS / _QUERY_HEADS
+_READ_FACTOR = _CONTEXT_RATIO * _KV_RATIO  # 3 · 1/8 = 0.375
+
 # 6.fork-blocks: 10 requests, a shared 192-token system prompt, 50 tokens of their own each, S = 16.
 _SYSTEM, _OWN, _REQUESTS, _S = 192, 50, 10, 16
 _FORK_BLOCKS = blocks_needed(_SYSTEM, _S) + _REQUESTS * blocks_needed(_OWN, _S)  # 12 + 10·4 = 52
 
-# 6.blocks-needed: two sequences of 1,000 and 1,024 tokens in blocks of 16 (one ends mid-block, one exactly).
-_N_SHORT, _N_LONG = 1000, 1024
-_BLOCKS_TWO = blocks_needed(_N_SHORT, _S) + blocks_needed(_N_LONG, _S)  # 63 + 64 = 127
+# 6.blocks-needed: three sequences in blocks of 16: two end mid-block (pooling their tails would
+# save a block), one exactly.
+_LENGTHS = (1000, 1010, 1024)
+_BLOCKS_TWO = sum(blocks_needed(n, _S) for n in _LENGTHS)  # 63 + 64 + 64 = 191
 
 # 6.serving-budget: an 80 GiB GPU, 26 GiB of weights, 6 GiB of runtime buffers, 128 KiB of KV per token;
 # requests may grow to 4,096 tokens and hold 1,000 on average; blocks of 16 tokens.
@@ -123,26 +128,36 @@ EXERCISES = (
     ValueExercise(
         id="6.blocks-needed",
         question=(
-            "A paged cache uses blocks of 16 tokens. It holds two sequences, one of 1,000 tokens and one of "
-            "1,024 tokens. How many blocks do they hold together?"
+            "A paged cache uses blocks of 16 tokens. It holds three sequences, of 1,000, 1,010 and 1,024 "
+            "tokens. How many blocks do they hold together?"
         ),
         expected=_BLOCKS_TWO,
         explanation=(
             "A sequence of n tokens holds ceil(n / 16) blocks: 1000 / 16 = 62.5 rounds up to 63 (the last "
-            f"block holds 8 tokens), and 1024 / 16 = 64 exactly. Together 63 + 64 = {_BLOCKS_TWO}."
+            "block holds 8 tokens), 1010 / 16 = 63.125 to 64 (the last holds 2), and 1024 / 16 = 64 exactly. "
+            f"Together 63 + 64 + 64 = {_BLOCKS_TWO}."
         ),
-        hints=("Round each sequence up to whole blocks, but add no block where n is a multiple of 16.",),
+        hints=(
+            "Round each sequence up to whole blocks, but add no block where n is a multiple of 16; "
+            "no block holds two sequences.",
+        ),
         wrong_answers=(
             WrongAnswer(
-                _N_SHORT // _S + _N_LONG // _S,
-                "You rounded down: the last 8 tokens of the 1,000-token sequence still need a (partly filled) block.",
+                sum(n // _S for n in _LENGTHS),
+                "You rounded down: the last tokens of the 1,000- and 1,010-token sequences still need a "
+                "(partly filled) block each.",
             ),
             WrongAnswer(
-                _N_SHORT // _S + 1 + _N_LONG // _S + 1,
+                sum(n // _S + 1 for n in _LENGTHS),
                 "You used n // 16 + 1, which adds a block even when n is a multiple of 16: 1,024 tokens fill "
                 "exactly 64 blocks. Round up instead: ceil(n / 16).",
             ),
-            WrongAnswer((_N_SHORT + _N_LONG) / _S, "Blocks come whole: a sequence cannot hold half a block."),
+            WrongAnswer(
+                blocks_needed(sum(_LENGTHS), _S),
+                "You pooled the tokens before rounding up: each sequence has its own last block, and two "
+                "sequences' partly filled tails cannot share one.",
+            ),
+            WrongAnswer(sum(_LENGTHS) / _S, "Blocks come whole: a sequence cannot hold part of a block."),
         ),
         whole=True,
     ),
@@ -172,37 +187,51 @@ EXERCISES = (
     ValueExercise(
         id="6.decode-read",
         question=(
-            "With a KV cache, one decode step's attention reads every cached key and value. How many times "
-            "more attention-read work does a step at context 6,000 do than a step at context 1,500?"
-            " Give it to 1 decimal place."
+            "A model with 64 query heads caches one KV head per query head. It is retrained with grouped-query "
+            "attention, 8 KV heads (same layers, head width and precision), and meanwhile the conversations it "
+            "serves grow from 1,500 to 4,500 tokens of context. With a KV cache, each decode step's attention "
+            "reads every cached key and value. By what factor do the bytes one decode step's attention reads "
+            "change (new / old)? Give it to 3 decimal places."
         ),
-        expected=6000 / 1500,
+        expected=_READ_FACTOR,
         explanation=(
-            "The new query reads each cached key once: work proportional to the context, so 6000 / 1500 = 4. "
+            "One decode step's query reads every cached token once, so the read is proportional to the context "
+            "(× 4500 / 1500 = 3) and, per token, to the number of KV heads (× 8 / 64). Together "
+            f"3 × 8 / 64 = {_READ_FACTOR:.3f}: the longer context is more than paid for by the smaller cache. "
             "The cache removes recomputation of the prefix, not the growing read."
         ),
-        hints=("One query, N keys: how does the work scale with N?",),
+        hints=("The read is 2·L·N·h_kv·d_h·s bytes: which two factors change, and by how much each?",),
         wrong_answers=(
+            WrongAnswer(_CONTEXT_RATIO, "That is the context's growth alone; the cache per token shrank too."),
+            WrongAnswer(_KV_RATIO, "That is GQA's saving alone; every step also reads the 3 times longer context."),
             WrongAnswer(
-                (6000 / 1500) ** 2,
-                "Quadratic is prefill (all N queries against all N keys). A decode step has one query per head.",
+                _CONTEXT_RATIO**2 * _KV_RATIO,
+                "Quadratic in the context is prefill (all N queries against all N keys). A decode step has one "
+                "query per head: its read is linear in N.",
+            ),
+            WrongAnswer(1 / _READ_FACTOR, "That is old / new; the question asks for new / old."),
+            WrongAnswer(_CONTEXT_RATIO / _KV_RATIO, "Fewer KV heads mean less to read, not more: multiply by 8/64."),
+            WrongAnswer(
+                _CONTEXT_RATIO / _QUERY_HEADS, "That is multi-query attention, one KV head; this model keeps 8."
             ),
             WrongAnswer(1.0, "The cache does not make a step constant-time: the new query still reads every entry."),
         ),
-        decimals=1,
+        decimals=3,
     ),
     ValueExercise(
         id="6.fork-blocks",
         question=(
-            "Ten requests share a 192-token system prompt and add 50 tokens each, in a paged cache with blocks "
-            "of 16. The prompt is prefilled once and each request forks from it. How many blocks are in use?"
+            "Ten separate requests begin with the same 192-token system prompt and add 50 tokens each, in a "
+            "paged cache with blocks of 16. Prefix caching keeps the system prompt's full blocks, and every "
+            "request reuses them instead of computing its own. How many blocks are in use?"
         ),
         expected=_FORK_BLOCKS,
         explanation=(
-            "The prompt fills exactly 12 blocks, shared by all. Each request's 50 tokens need ceil(50/16) = 4 "
+            "The prompt fills exactly 12 full blocks, stored once and reused by all ten requests. Each request's "
+            "50 tokens need ceil(50/16) = 4 "
             f"blocks of its own: 12 + 10 · 4 = {_FORK_BLOCKS}, instead of 10 · ceil(242/16) = 160 without sharing."
         ),
-        hints=("192 = 12 · 16: the shared blocks are full, so no copy on write is needed.",),
+        hints=("192 = 12 · 16: the prompt fills whole blocks, and prefix caching reuses full blocks.",),
         wrong_answers=(
             WrongAnswer(
                 _REQUESTS * blocks_needed(_SYSTEM + _OWN, _S),
@@ -214,6 +243,15 @@ EXERCISES = (
             ),
             WrongAnswer(
                 _SYSTEM / _S + _REQUESTS * _OWN / _S, "Blocks are allocated whole: round each request's 50/16 up."
+            ),
+            WrongAnswer(
+                blocks_needed(_SYSTEM, _S) + _REQUESTS * _OWN // _S,
+                "You rounded 10 · 50/16 = 31.25 down: each request's last 2 tokens still need a block.",
+            ),
+            WrongAnswer(
+                blocks_needed(_SYSTEM, _S) + blocks_needed(_REQUESTS * _OWN, _S),
+                "You pooled the ten requests' own tokens before rounding up: each request's 50 tokens are its "
+                "own sequence, ceil(50/16) = 4 blocks each, and no two requests share a partly filled block.",
             ),
         ),
         whole=True,
