@@ -38,6 +38,9 @@ venv: $(STAMP)
 ## book: build the HTML book from the stored notebooks (make test checks them), which reads offline
 book: $(STAMP) $(MATHJAX)
 	$(BIN)/python -m lib.checks --export-js book/_static/exercises.js
+	@# Sphinx 7 does not overwrite a static file it copied before, so an edited book.css or
+	@# script would not reach the pages: build from scratch (about 15 s; nothing is executed)
+	rm -rf book/_build
 	$(BIN)/jupyter-book build . $(JB_FLAGS)
 	@echo "The book is at $(CURDIR)/book/_build/html/index.html"
 

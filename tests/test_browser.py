@@ -619,7 +619,7 @@ def _shown(root) -> tuple[str, dict, dict]:
 
 
 def test_self_attention_playground_is_live_and_agrees_with_python(driver, server):
-    from lib.playgrounds import describe, self_attention_read
+    from lib.playgrounds.self_attention import describe, self_attention_read
 
     root = _mount(driver, server, "self-attention")
     seen = []
