@@ -37,7 +37,6 @@ from __future__ import annotations
 import functools
 import http.server
 import os
-import shutil
 import threading
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -45,6 +44,7 @@ from urllib.parse import unquote, urlparse
 import numpy as np
 import pytest
 import yaml
+from _chromium import start_chromium, unavailable
 
 from lib.checks import CORRECT, INCORRECT, ValueExercise, exercises, grade
 
@@ -54,25 +54,9 @@ ROOT = Path(__file__).resolve().parent.parent
 BOOK = Path(os.environ.get("BOOK_HTML", ROOT / "book" / "_build" / "html"))
 # the repository the book was built from (BOOK_HTML may name another checkout's build)
 SOURCE = BOOK.parents[2] if BOOK.parts[-3:] == ("book", "_build", "html") else ROOT
-IN_CI = bool(os.environ.get("CI"))
-CLOSED_PORT_PROXY = "http://127.0.0.1:9"  # port 9 (discard) is closed: every proxied request fails
 WINDOW = (1280, 900)
 PHONE, TABLET = 400, 800  # the widths a reader's phone and tablet give a page
 SKIPPED_PAGES = {"search.html", "genindex.html", "py-modindex.html"}
-
-
-def _unavailable(reason: str):
-    if IN_CI:
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
-def _find(*names: str) -> str | None:
-    for name in names:
-        found = shutil.which(name) or (name if Path(name).is_file() else None)
-        if found:
-            return found
-    return None
 
 
 def _pages() -> list[Path]:
@@ -106,7 +90,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def server():
     if not PAGES:
-        _unavailable(f"no built book at {BOOK}: run `make book` first")
+        unavailable(f"no built book at {BOOK}: run `make book` first")
     failures: list[str] = []
     handler = functools.partial(type("Handler", (_QuietHandler,), {"failures": failures}), directory=str(BOOK))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -119,29 +103,9 @@ def server():
 
 @pytest.fixture(scope="module")
 def driver():
-    chromium = _find("chromium", "chromium-browser", "google-chrome")
-    chromedriver = _find("chromedriver", "/usr/lib/chromium/chromedriver")
-    if not (chromium and chromedriver):
-        _unavailable("Chromium not found: `apt-get install chromium chromium-driver` (CI installs them)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-dev-shm-usage",
-        "--disable-gpu",
-        f"--window-size={WINDOW[0]},{WINDOW[1]}",
-        f"--proxy-server={CLOSED_PORT_PROXY}",  # the network is cut off; 127.0.0.1 is never proxied
-        "--disable-background-networking",
-        "--no-first-run",
-    ):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    browser = webdriver.Chrome(service=Service(executable_path=chromedriver), options=options)
-    browser.set_page_load_timeout(60)
+    browser = start_chromium(
+        WINDOW, extra_flags=("--disable-background-networking", "--no-first-run"), page_load_timeout=60
+    )
     yield browser
     browser.quit()
 
@@ -412,7 +376,7 @@ def test_toggles_open_the_chapter_list_and_contents(driver, server, page, width)
 
 def test_the_chapter_list_toggle_hides_and_shows_it_at_1280(driver, server):
     if not PAGES:
-        _unavailable(f"no built book at {BOOK}: run `make book` first")
+        unavailable(f"no built book at {BOOK}: run `make book` first")
     base, _ = server
     _open(driver, base, CHAPTER_PAGES[0] if CHAPTER_PAGES else PAGES[0])
     assert _settles(driver, PRIMARY_SIDEBAR, True), "the chapter list is not shown at 1280 px"
@@ -461,7 +425,7 @@ def _wrong_numbers(exercise: ValueExercise) -> tuple[str, str]:
 
 def test_there_are_chapter_pages_to_check():
     if not PAGES:
-        _unavailable(f"no built book at {BOOK}: run `make book` first")
+        unavailable(f"no built book at {BOOK}: run `make book` first")
     assert CHAPTER_PAGES, f"no chapter pages under {BOOK / 'chapters'}"
 
 
@@ -541,7 +505,7 @@ return cells.map((o) => getComputedStyle(o, "::before").content);
 
 def test_checked_outputs_carry_the_mark(driver, server):
     if not CHAPTER_PAGES:
-        _unavailable(f"no built book at {BOOK}: run `make book` first")
+        unavailable(f"no built book at {BOOK}: run `make book` first")
     base, _ = server
     _open(driver, base, CHAPTER_PAGES[0])
     marks = driver.execute_script(CHECKED_MARKS)
@@ -561,7 +525,7 @@ PLAYGROUND_CHAPTERS = {
 def _playground_page(name: str) -> Path:
     page = BOOK / "chapters" / f"{PLAYGROUND_CHAPTERS[name]}.html"
     if not page.exists():
-        _unavailable(f"no built book at {BOOK}: run `make book` first")
+        unavailable(f"no built book at {BOOK}: run `make book` first")
     return page
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -29,29 +28,14 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from _chromium import start_chromium, unavailable
 
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parent.parent
-IN_CI = bool(os.environ.get("CI"))
 NOTEBOOK = "01_one_attention_read.ipynb"  # a {warning}, two {admonition}s, a {ref} and a (label)= target
-CLOSED_PORT_PROXY = "http://127.0.0.1:9"  # nothing outside 127.0.0.1 is reachable
 DIRECTIVE = re.compile(r"^(`{3,}|:{3,})\{(\w+)\}[ \t]*(.*)$", re.MULTILINE)
 ADMONITIONS = {"admonition", "attention", "caution", "danger", "error", "hint", "important", "note", "tip", "warning"}
-
-
-def _unavailable(reason: str):
-    if IN_CI:
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
-def _find(*names: str) -> str | None:
-    for name in names:
-        found = shutil.which(name) or (name if Path(name).is_file() else None)
-        if found:
-            return found
-    return None
 
 
 def declared_admonitions(notebook: Path) -> list[str]:
@@ -76,7 +60,7 @@ def _free_port() -> int:
 def lab(tmp_path_factory):
     """A headless JupyterLab serving fresh student copies; yields (url of chapter 1, its copy)."""
     if subprocess.run([sys.executable, "-c", "import jupyterlab_myst"], capture_output=True).returncode:
-        _unavailable("jupyterlab-myst is not installed: pip install -r requirements.txt")
+        unavailable("jupyterlab-myst is not installed: pip install -r requirements.txt")
     home = tmp_path_factory.mktemp("lab")
     copies = home / "copies"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -121,21 +105,7 @@ def lab(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def driver():
-    chromium = _find("chromium", "chromium-browser", "google-chrome")
-    chromedriver = _find("chromedriver", "/usr/lib/chromium/chromedriver")
-    if not (chromium and chromedriver):
-        _unavailable("Chromium not found: `apt-get install chromium chromium-driver` (CI installs them)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
-        options.add_argument(flag)
-    options.add_argument("--window-size=1280,900")
-    options.add_argument(f"--proxy-server={CLOSED_PORT_PROXY}")
-    browser = webdriver.Chrome(service=Service(executable_path=chromedriver), options=options)
-    browser.set_page_load_timeout(120)
+    browser = start_chromium((1280, 900), extra_flags=(), page_load_timeout=120)
     yield browser
     browser.quit()
 
