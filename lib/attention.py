@@ -30,18 +30,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lib.masks import mask_from_torch, segment_mask, sliding_window_mask
-from lib.validation import (
-    check_mask_shape,
-    check_mask_type,
-    positive_int,
-    probability,
-    resolve_scale,
-    validate_attention_inputs,
-)
+from lib.masks import mask_from_torch, segment_mask, sliding_window_mask, zero_unread_keys
+from lib.validation import positive_int, probability, resolve_scale, validate_attention_inputs, validate_module_inputs
 
 __all__ = ["softmax", "attention", "causal_mask", "sliding_window_mask", "padding_mask", "segment_mask"]
-__all__ += ["mask_from_torch", "repeat_kv", "zero_unread_keys", "MultiHeadAttention"]
+__all__ += ["mask_from_torch", "repeat_kv", "MultiHeadAttention"]
 
 
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -114,22 +107,6 @@ def repeat_kv(x: torch.Tensor, n_groups: int) -> torch.Tensor:
         return x
     x = x.unsqueeze(-3).expand(*x.shape[:-2], n_groups, *x.shape[-2:])  # (..., Hkv, G, M, D), a view
     return x.flatten(-4, -3)  # (..., Hkv·G, M, D)
-
-
-def zero_unread_keys(x: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-    """x (..., Hkv, M, ·) with each key that no query may read set to 0 (``allowed``: True = may read).
-
-    Subtle: a masked weight is exactly 0, but 0 · NaN is NaN, so a NaN (or inf) value at a
-    padded position would reach every row through ``weights @ v``; in scores, NaN + (-inf)
-    is NaN. Zeroing what no query reads changes no output that was finite. Query heads that
-    share a KV head (GQA) keep a key if any of them reads it.
-    """
-    readable = torch.atleast_2d(allowed).any(dim=-2)  # (..., H or 1, M)
-    if readable.ndim >= 2 and x.ndim >= 3 and readable.shape[-2] not in (1, x.shape[-3]):
-        readable = readable.unflatten(-2, (x.shape[-3], -1)).any(dim=-2)  # (..., Hkv, M): any head of the group
-    if bool(readable.all()):
-        return x
-    return x.masked_fill(~readable[..., None], 0.0)  # (..., Hkv, M, ·)
 
 
 def attention(
@@ -368,32 +345,10 @@ class MultiHeadAttention(nn.Module):
         ``mask`` follows the contract of ``attention`` (bool True = may read, or float added
         to the scores), broadcastable to (B, H, N, M), e.g. ``padding_mask(lengths, M)``.
         """
-        self._validate(x, context, mask)
+        validate_module_inputs(x, context, mask, d_model=self.d_model, n_heads=self.n_heads)
         q, k, v = self.project(x, context)  # (B, H, N, D), (B, Hkv, M, D), (B, Hkv, M, D)
         heads = self.attend(q, k, v, mask, is_causal=is_causal)  # (B, H, N, D)
         return self.out_proj(self.merge_heads(heads))  # (B, N, C)
-
-    def _validate(self, x: object, context: object, mask: object) -> None:
-        for name, tensor in (("x", x), ("context", context)):
-            if tensor is None:
-                continue
-            if not isinstance(tensor, torch.Tensor):
-                raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
-            if tensor.ndim != 3 or tensor.shape[-1] != self.d_model:
-                raise ValueError(
-                    f"{name} must have shape (B, tokens, d_model={self.d_model}), got {tuple(tensor.shape)}"
-                )
-        if context is not None and context.shape[0] != x.shape[0]:
-            raise ValueError(
-                f"context has batch size {context.shape[0]} but x has {x.shape[0]} "
-                f"(x: {tuple(x.shape)}, context: {tuple(context.shape)})"
-            )
-        if mask is not None:
-            check_mask_type(mask)
-            n_keys = x.shape[1] if context is None else context.shape[1]
-            context_shape = "" if context is None else f", context: {tuple(context.shape)}"
-            score_shape = (x.shape[0], self.n_heads, x.shape[1], n_keys)  # (B, H, N, M)
-            check_mask_shape(mask, score_shape, f"(B, H, N, M) (x: {tuple(x.shape)}{context_shape})")
 
     @classmethod
     def from_torch(cls, module: nn.MultiheadAttention, *, fused: bool = True) -> MultiHeadAttention:

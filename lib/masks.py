@@ -8,7 +8,9 @@
 * ``segment_mask``: tokens read only their own segment, for several documents packed
   into one row; combine it with ``causal_mask`` and ``padding_mask`` by ``&``;
 * ``mask_from_torch``: translates ``nn.MultiheadAttention``'s masks, whose booleans mean
-  "blocked", into this book's (and SDPA's), where True means "may read".
+  "blocked", into this book's (and SDPA's), where True means "may read";
+* ``zero_unread_keys``: zeroes the keys or values no query may read, so that a NaN at a
+  padded position cannot reach any row through 0 · NaN (every attention path calls it).
 
 Shape letters: B batch, h heads, N queries, M keys.
 """
@@ -19,7 +21,7 @@ import torch
 
 from lib.validation import positive_int
 
-__all__ = ["sliding_window_mask", "segment_mask", "mask_from_torch"]
+__all__ = ["sliding_window_mask", "segment_mask", "mask_from_torch", "zero_unread_keys"]
 
 
 def sliding_window_mask(
@@ -122,3 +124,19 @@ def mask_from_torch(
             part = torch.zeros(part.shape, dtype=dtype, device=part.device).masked_fill(part, float("-inf"))
         total = part if total is None else total + part
     return total
+
+
+def zero_unread_keys(x: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """x (..., Hkv, M, ·) with each key that no query may read set to 0 (``allowed``: True = may read).
+
+    Subtle: a masked weight is exactly 0, but 0 · NaN is NaN, so a NaN (or inf) value at a
+    padded position would reach every row through ``weights @ v``; in scores, NaN + (-inf)
+    is NaN. Zeroing what no query reads changes no output that was finite. Query heads that
+    share a KV head (GQA) keep a key if any of them reads it.
+    """
+    readable = torch.atleast_2d(allowed).any(dim=-2)  # (..., H or 1, M)
+    if readable.ndim >= 2 and x.ndim >= 3 and readable.shape[-2] not in (1, x.shape[-3]):
+        readable = readable.unflatten(-2, (x.shape[-3], -1)).any(dim=-2)  # (..., Hkv, M): any head of the group
+    if bool(readable.all()):
+        return x
+    return x.masked_fill(~readable[..., None], 0.0)  # (..., Hkv, M, ·)

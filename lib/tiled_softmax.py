@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import torch
 
-from lib.attention import zero_unread_keys
+from lib.masks import zero_unread_keys
 from lib.validation import is_integer, optional_positive_int, resolve_scale, validate_attention_inputs
 
 # Defaults chosen with `python -m lib.bench attention --sweep` on a 2-core CPU (2026-11-30,

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["validate_attention_inputs", "resolve_scale", "check_mask_type", "check_mask_shape"]
+__all__ = ["validate_attention_inputs", "validate_module_inputs", "resolve_scale", "check_mask_type"]
+__all__ += ["check_mask_shape"]
 __all__ += ["is_integer", "positive_int", "non_negative_int", "optional_positive_int", "probability"]
 
 
@@ -92,6 +93,32 @@ def check_mask_shape(mask: torch.Tensor, score_shape: tuple[int, ...], shapes: s
         raise ValueError(
             f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape {tuple(score_shape)} {shapes}"
         )
+
+
+def validate_module_inputs(
+    x: torch.Tensor, context: torch.Tensor | None, mask: torch.Tensor | None, *, d_model: int, n_heads: int
+) -> None:
+    """A multi-head module's inputs: x (B, N, C), context (B, M, C) or None, a mask for (B, H, N, M)."""
+    import torch
+
+    for name, tensor in (("x", x), ("context", context)):
+        if tensor is None:
+            continue
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+        if tensor.ndim != 3 or tensor.shape[-1] != d_model:
+            raise ValueError(f"{name} must have shape (B, tokens, d_model={d_model}), got {tuple(tensor.shape)}")
+    if context is not None and context.shape[0] != x.shape[0]:
+        raise ValueError(
+            f"context has batch size {context.shape[0]} but x has {x.shape[0]} "
+            f"(x: {tuple(x.shape)}, context: {tuple(context.shape)})"
+        )
+    if mask is not None:
+        check_mask_type(mask)
+        n_keys = x.shape[1] if context is None else context.shape[1]
+        context_shape = "" if context is None else f", context: {tuple(context.shape)}"
+        score_shape = (x.shape[0], n_heads, x.shape[1], n_keys)  # (B, H, N, M)
+        check_mask_shape(mask, score_shape, f"(B, H, N, M) (x: {tuple(x.shape)}{context_shape})")
 
 
 def is_integer(value: object) -> bool:

@@ -1,12 +1,12 @@
-"""lib.masks: sliding-window and segment masks against brute force, and the translation of
-nn.MultiheadAttention's masks checked against torch's module itself."""
+"""lib.masks: sliding-window and segment masks and the zeroing of unread keys against brute force, and the
+translation of nn.MultiheadAttention's masks checked against torch's module itself."""
 
 import pytest
 import torch
 from torch import nn
 
 from lib.attention import MultiHeadAttention, causal_mask
-from lib.masks import mask_from_torch, segment_mask, sliding_window_mask
+from lib.masks import mask_from_torch, segment_mask, sliding_window_mask, zero_unread_keys
 
 
 @pytest.mark.parametrize("n, m, window", [(5, 5, 2), (2, 7, 3), (6, 4, 1), (3, 3, 10)])
@@ -109,3 +109,25 @@ def test_mask_from_torch_errors():
         mask_from_torch(torch.zeros(2, dtype=torch.bool))
     with pytest.raises(ValueError, match=r"key_padding_mask must be \(B, M\)"):
         mask_from_torch(key_padding_mask=torch.zeros(2, dtype=torch.bool))
+
+
+def test_zero_unread_keys_zeroes_only_what_no_query_reads():
+    """Brute force: key j of KV head g survives iff some query of some head of g may read it."""
+    torch.manual_seed(0)
+    n_kv_heads, group, n, m = 2, 3, 4, 6
+    x = torch.randn(1, n_kv_heads, m, 5)  # (B, Hkv, M, D)
+    allowed = torch.rand(1, n_kv_heads * group, n, m) > 0.8  # (B, H, N, M)
+    allowed[:, :group, :, 2] = False  # key 2 of KV head 0: read by no head of its group
+    out = zero_unread_keys(x, allowed)
+    for g in range(n_kv_heads):
+        for j in range(m):
+            read = bool(allowed[0, g * group : (g + 1) * group, :, j].any())
+            assert torch.equal(out[0, g, j], x[0, g, j] if read else torch.zeros(5))
+    assert zero_unread_keys(x, torch.ones(n, m, dtype=torch.bool)) is x  # nothing hidden: no copy
+
+
+def test_zero_unread_keys_stops_a_nan_at_a_padded_position():
+    v = torch.ones(1, 1, 4, 2)
+    v[..., 3, :] = float("nan")
+    out = zero_unread_keys(v, torch.tensor([True, True, True, False]))
+    assert torch.isfinite(out).all() and torch.equal(out[..., :3, :], v[..., :3, :])
