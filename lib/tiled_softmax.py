@@ -1,4 +1,4 @@
-"""Exact attention in tiles: online softmax and FlashAttention, forward and backward (chapter 5).
+"""Exact attention in tiles: FlashAttention, forward and backward, in a plain and a fast twin (chapter 5).
 
 Naive attention (lib.attention) materializes the whole (N, M) score matrix per head. The
 tiled version never does: it walks over blocks of keys keeping, for every query row,
@@ -8,6 +8,8 @@ tiled version never does: it walks over blocks of keys keeping, for every query 
 and when a new block raises m it rescales l and acc by exp(m_old - m_new) before adding
 the block. At the end acc / l is exactly softmax(scores) @ v: one global softmax, not a
 softmax per tile (Dao et al. 2022, Algorithm 1; the loop order is FlashAttention-2's).
+The update of m and l is ``lib.online_softmax``'s; which tiles a loop visits (the block
+sizes, the causal and windowed schedules) is ``lib.tiling``'s.
 
 Shape letters: B batch axes (``...``), H query heads, Hkv key/value heads, G = H // Hkv
 query heads per KV head, N queries, M keys, D head width, Dv value width, bq/bk the
@@ -21,8 +23,8 @@ queries, every block of keys, ``online_softmax_update`` once per tile, masks app
 position. The fast one (``_forward_fast``, the default) adds four refinements, each exact,
 each worth a measured share of the speed; tests hold the two equal, outputs and gradients:
     * causal attention in two phases: unmasked tiles below the diagonal, one masked tile on
-      it, nothing above (``_key_tiles``); a sliding window also skips every tile left of
-      its band, so its work grows linearly in N;
+      it, nothing above; a sliding window also skips every tile left of its band, so its
+      work grows linearly in N (the schedule is ``lib.tiling``'s);
     * conditional rescaling: once every row has a max, m is kept unless a tile's sums would
       grow too large, which skips a max and a rescale for most tiles (``_forward_fast``);
     * one scratch buffer, reused, for every score tile;
@@ -32,197 +34,13 @@ each worth a measured share of the speed; tests hold the two equal, outputs and 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from dataclasses import dataclass
 
 import torch
 
 from lib.masks import zero_unread_keys
+from lib.online_softmax import finite_or_zero, online_softmax_update
+from lib.tiling import BLOCK_K, BLOCK_Q, GroupedHeads, Tiling
 from lib.validation import is_integer, optional_positive_int, resolve_scale, validate_attention_inputs
-
-# Defaults chosen with `python -m lib.bench attention --sweep` on a 2-core CPU (2026-11-30,
-# N=4096, tiled / SDPA and causal / full): (256, 1024) 1.55 and 0.56; (384, 1024) 1.43 and
-# 0.64; (512, 1024) 1.36 and 0.67. Taller query blocks mean fewer trips round the Python loop
-# but coarser causal skipping (a masked diagonal tile is block_q wide, see _key_tiles);
-# (384, 1024) keeps both within the book's bars. A (384, 1024) tile of 8 heads is 12 MB in
-# fp32, so peak memory at N=8192 is a few tiles rather than the 2 GB score matrix.
-BLOCK_Q, BLOCK_K = 384, 1024
-
-
-def online_softmax_update(m: torch.Tensor, l: torch.Tensor, block: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """One step of the online softmax: fold a block of scores (..., b) into the state (m, l).
-
-    m (...,) is the largest score seen so far, l (...,) the sum of exp(score - m) so far.
-    The new max is max(m, max(block)); the old sum was taken against the old max, so it is
-    rescaled by exp(m_old - m_new) (1 when the block raised nothing) before the block's
-    exp(block - m_new) are added. Subtle: a row that has seen only -inf keeps m = -inf, and
-    -inf - (-inf) is NaN, so such rows are shifted by 0 instead: exp(-inf - 0) = 0.
-    """
-    m_new = torch.maximum(m, block.amax(dim=-1))  # (...,)
-    shift = _finite_or_zero(m_new)  # (...,)
-    l_new = l * torch.exp(m - shift) + torch.exp(block - shift[..., None]).sum(dim=-1)  # (...,)
-    return m_new, l_new
-
-
-def online_softmax_steps(x: torch.Tensor, block_size: int) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
-    """Walk the last axis of ``x`` in blocks, yielding (block end, m, l) after each block.
-
-    m is the running row maximum, l the running sum of exp(x - m). When a block raises the
-    maximum, the old sum is rescaled by exp(m_old - m_new): it was computed against the old
-    maximum. Print the states to watch the rescaling happen.
-    """
-    if block_size < 1:
-        raise ValueError(f"block_size must be positive, got {block_size}")
-    m = torch.full(x.shape[:-1], float("-inf"), dtype=x.dtype, device=x.device)  # (...,)
-    l = torch.zeros(x.shape[:-1], dtype=x.dtype, device=x.device)  # (...,)
-    for start in range(0, x.shape[-1], block_size):
-        m, l = online_softmax_update(m, l, x[..., start : start + block_size])
-        yield min(start + block_size, x.shape[-1]), m, l
-
-
-def online_softmax(x: torch.Tensor, block_size: int = 128) -> torch.Tensor:
-    """softmax(x, dim=-1) from one blockwise pass for m and l, then exp(x - m) / l."""
-    if x.shape[-1] == 0:
-        return x.clone()
-    _, m, l = list(online_softmax_steps(x, block_size))[-1]  # after the last block: row max and sum
-    weights = torch.exp(x - _finite_or_zero(m)[..., None])
-    return weights / torch.where(l > 0, l, torch.ones_like(l))[..., None]  # all -inf rows stay 0
-
-
-def _finite_or_zero(m: torch.Tensor) -> torch.Tensor:
-    """A row max of -inf (nothing readable yet) becomes 0, so exp(-inf - 0) = 0, not NaN."""
-    return torch.nan_to_num(m, neginf=0.0)
-
-
-@dataclass(frozen=True)
-class Tiling:
-    """How the loops walk the (N, M) score matrix: the pattern, the score scale, the block sizes.
-
-    ``fast`` picks the twin: True is the loop with the four refinements above, False the
-    plain loop of Algorithm 1, which visits every key block and masks by position.
-    """
-
-    is_causal: bool
-    window: int | None  # a causal sliding window, or None
-    scale: float  # multiplies the scores (1 / sqrt(D) by default)
-    block_q: int = BLOCK_Q
-    block_k: int = BLOCK_K
-    fast: bool = True
-
-    @property
-    def banded(self) -> bool:
-        """Causal or windowed: some keys are hidden from some queries by position."""
-        return self.is_causal or self.window is not None
-
-    def key_tiles(self, q_start: int, bq: int, n_queries: int, n_keys: int) -> list[tuple[int, int, bool]]:
-        """(start, end, masked) of each key tile the query rows [q_start, q_start + bq) visit."""
-        if not self.fast:  # the plain twin: every key block, masked by position when banded
-            return [(start, min(start + self.block_k, n_keys), self.banded) for start in range(0, n_keys, self.block_k)]
-        return _key_tiles(self.is_causal, self.window, q_start, bq, n_queries, n_keys, self.block_k)
-
-    def band(self, q_start: int, bq: int, k_start: int, bk: int, n_queries: int, n_keys: int, device) -> torch.Tensor:
-        """(bq, bk) bool, True where query row q_start + i may read key k_start + j by position.
-
-        Query i sits at absolute position M - N + i (bottom-right); it reads key j iff
-        j <= its position and, with a window, j > its position - window.
-        """
-        query_pos = torch.arange(q_start, q_start + bq, device=device)[:, None] + (n_keys - n_queries)  # (bq, 1)
-        key_pos = torch.arange(k_start, k_start + bk, device=device)[None, :]  # (1, bk)
-        allowed = key_pos <= query_pos  # (bq, bk)
-        if self.window is not None:
-            allowed &= key_pos > query_pos - self.window
-        return allowed
-
-
-@dataclass
-class GroupedHeads:
-    """q, k, v (and the mask) as views in which the G query heads of a KV head share it by
-    broadcasting: no copy of k or v is made, and the mask is sliced one tile at a time."""
-
-    q: torch.Tensor  # (..., Hkv, G, N, D)
-    k: torch.Tensor  # (..., Hkv, 1, M, D)
-    v: torch.Tensor  # (..., Hkv, 1, M, Dv)
-    mask: torch.Tensor | None  # (..., Hkv, G, N, M), a broadcast view: never materialized
-
-    @classmethod
-    def of(cls, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> GroupedHeads:
-        if q.ndim == 2:  # (N, D): one head
-            q, k, v = q[None], k[None], v[None]
-        n_kv_heads, n_groups = k.shape[-3], q.shape[-3] // k.shape[-3]
-        mask_g = None
-        if mask is not None:
-            score_shape = (*q.shape[:-1], k.shape[-2])  # (..., H, N, M)
-            mask_g = mask.expand(score_shape).unflatten(-3, (n_kv_heads, n_groups))  # (..., Hkv, G, N, M)
-        return cls(q.unflatten(-3, (n_kv_heads, n_groups)), k.unsqueeze(-3), v.unsqueeze(-3), mask_g)
-
-    @property
-    def n_queries(self) -> int:
-        return self.q.shape[-2]
-
-    @property
-    def n_keys(self) -> int:
-        return self.k.shape[-2]
-
-
-def _clamp(position: int, n_keys: int) -> int:
-    return min(max(0, position), n_keys)
-
-
-def _key_tiles(is_causal, window, q_start, bq, n_queries, n_keys, block_k):
-    """(start, end, masked) for each key tile that query rows [q_start, q_start + bq) read.
-
-    Causal attention has two phases, as in FlashAttention: keys before the block's first
-    query position are readable by every row of the block, so those tiles need no mask and
-    go in wide blocks of ``block_k``; the keys from there up to the last row's position form
-    the diagonal, masked, at most ``bq`` wide. Keys after that are never read: skipped.
-
-    A sliding window (causal too) also skips the keys before the band: row p reads keys
-    (p - window, p], so the block reads (first - window, last] only, where first and last are
-    its rows' absolute positions. Of those, the keys every row reads, (last - window, first),
-    need no mask; the left edge and the diagonal do. The work per query block is then about
-    (bq + window) keys, whatever N is: linear in N at a fixed window.
-    """
-    if not is_causal and window is None:
-        return [(start, min(start + block_k, n_keys), False) for start in range(0, n_keys, block_k)]
-    first = q_start + n_keys - n_queries  # the block's first query sits at this absolute position (bottom-right)
-    last = first + bq - 1
-    diagonal = _clamp(first, n_keys)  # the masked diagonal starts here
-    key_end = _clamp(last + 1, n_keys)  # one past the last key any row reads
-    key_start, unmasked_start = 0, 0
-    if window is not None:
-        key_start = _clamp(first - window + 1, n_keys)  # the first key any row of the block reads
-        unmasked_start = min(_clamp(last - window + 1, n_keys), diagonal)  # the first key every row reads
-        if diagonal - unmasked_start < bq:  # a sliver of unmasked keys: not worth a tile of its own
-            unmasked_start = diagonal
-    runs = [(key_start, unmasked_start, True), (unmasked_start, diagonal, False), (diagonal, key_end, True)]
-    return [
-        (start, min(start + block_k, run_end), masked)
-        for run_start, run_end, masked in runs
-        for start in range(run_start, run_end, block_k)
-    ]
-
-
-def visited_pairs(
-    n_queries: int,
-    n_keys: int,
-    *,
-    is_causal: bool = False,
-    window: int | None = None,
-    block_q: int = BLOCK_Q,
-    block_k: int = BLOCK_K,
-) -> int:
-    """How many query-key scores the (fast) tiled loop computes per head, masked entries included.
-
-    Its forward work is 2·D FLOPs per score for QKᵀ and 2·Dv for the weighted values, so
-    this is the count to compare with the pairs a pattern allows (``lib.costs``): the
-    difference is the price of working in whole tiles.
-    """
-    total = 0
-    for q_start in range(0, n_queries, block_q):
-        bq = min(block_q, n_queries - q_start)
-        tiles = _key_tiles(is_causal, window, q_start, bq, n_queries, n_keys, block_k)
-        total += sum(bq * (end - start) for start, end, _ in tiles)
-    return total
 
 
 def _masked_scores(scores: torch.Tensor, heads: GroupedHeads, tiling: Tiling, q_start: int, k_start: int, banded: bool):
@@ -263,7 +81,7 @@ def _forward_plain(heads: GroupedHeads, tiling: Tiling) -> tuple[torch.Tensor, t
             scores = q_blk @ k_blk.transpose(-2, -1)  # (..., bq, bk): line 8, S = Q Kᵀ (q carries the scale)
             scores = _masked_scores(scores, heads, tiling, q_start, k_start, banded)
             m_new, l = online_softmax_update(m, l, scores)  # lines 9-10: new row max, rescaled sum
-            shift = _finite_or_zero(m_new)  # (..., bq)
+            shift = finite_or_zero(m_new)  # (..., bq)
             probs = torch.exp(scores - shift[..., None])  # (..., bq, bk)
             acc = acc * torch.exp(m - shift)[..., None] + probs @ v_blk  # line 12: rescale, add the tile
             m = m_new
@@ -382,7 +200,7 @@ def _forward_fast(heads: GroupedHeads, tiling: Tiling) -> tuple[torch.Tensor, to
                 # Redo this tile with every mask filled exactly, so only rows that read it see it.
                 scores = _masked_scores(q_blk @ k_blk.transpose(-2, -1), heads, tiling, q_start, k_start, masked)
                 m_new = torch.maximum(m, scores.amax(dim=-1))  # (..., bq)
-            shift = _finite_or_zero(m_new)
+            shift = finite_or_zero(m_new)
             probs = _exp_tile(scores.sub_(shift[..., None]), keep)  # (..., bq, bk), in place
             rescale = torch.exp(m - shift)  # (..., bq); 0 while a row has seen only -inf
             l = l * rescale + probs.sum(dim=-1)
@@ -422,7 +240,7 @@ def _backward(grad_out, heads: GroupedHeads, out, lse, tiling: Tiling):
             scores = _masked_scores(q_blk @ k_blk.transpose(-2, -1), heads, tiling, q_start, k_start, masked)
             # p = exp(s - lse), the forward's probabilities again. A row that reads nothing has
             # lse = -inf and only -inf scores: shifted by 0 instead, its p is exp(-inf) = 0.
-            probs = torch.exp(scores - _finite_or_zero(lse_blk))  # (..., bq, bk)
+            probs = torch.exp(scores - finite_or_zero(lse_blk))  # (..., bq, bk)
             do_blk = do_g[..., rows, :]  # (..., Hkv, G, bq, Dv)
             dv[..., cols, :] += (probs.transpose(-2, -1) @ do_blk).sum(dim=-3)  # sum over the G heads sharing v
             dprobs = do_blk @ v_blk.transpose(-2, -1)  # (..., bq, bk)

@@ -25,8 +25,8 @@ from lib.checks import (
     precision_feedback,
     tolerance,
 )
+from lib.online_softmax import online_softmax_update
 from lib.rope import apply_rope
-from lib.tiled_softmax import online_softmax_update
 from lib.vit import conv_weight, patchify
 
 ALL = list(exercises().values())

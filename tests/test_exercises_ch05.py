@@ -8,7 +8,7 @@ import torch
 from lib.attention import sliding_window_mask
 from lib.checks import CORRECT, exercises, grade
 from lib.costs import MIB, pattern_mask
-from lib.tiled_softmax import _key_tiles
+from lib.tiling import _key_tiles
 
 
 def test_value_answers_agree_with_brute_force():

@@ -1,7 +1,5 @@
 """Tiled attention: equal to lib.attention (outputs and gradients), and never bigger than a tile."""
 
-import math
-
 import pytest
 import torch
 from conftest import random_qkv
@@ -9,46 +7,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode
 
-from lib.attention import attention, causal_mask, sliding_window_mask, softmax
-from lib.tiled_softmax import (
-    _key_tiles,
-    online_softmax,
-    online_softmax_steps,
-    online_softmax_update,
-    tiled_attention,
-    visited_pairs,
-)
-
-
-def test_online_softmax_equals_softmax():
-    x = torch.randn(4, 37, generator=torch.Generator().manual_seed(0)) * 10
-    x[1] = float("-inf")  # a fully masked row
-    x[2, :20] = float("-inf")  # a row whose first blocks are all masked
-    for block in (1, 5, 16, 37, 100):
-        torch.testing.assert_close(online_softmax(x, block), softmax(x))
-
-
-def test_online_softmax_state_rescales_when_the_max_grows():
-    steps = list(online_softmax_steps(torch.tensor([1.0, 5.0, 2.0]), block_size=1))
-    assert [end for end, _, _ in steps] == [1, 2, 3]
-    assert [m.item() for _, m, _ in steps] == [1.0, 5.0, 5.0]
-    # after block 2 the old sum exp(1 - 1) = 1 is rescaled to exp(1 - 5), then exp(0) is added
-    expected_l = [1.0, math.exp(-4) + 1, math.exp(-4) + 1 + math.exp(-3)]
-    assert [l.item() for _, _, l in steps] == pytest.approx(expected_l)
-
-
-def test_online_softmax_update_by_hand():
-    # a block that raises nothing keeps m and only adds; a row of -inf so far takes the block as is
-    m, l = torch.tensor([3.0, float("-inf")]), torch.tensor([2.0, 0.0])
-    block = torch.tensor([[1.0, 3.0], [0.5, float("-inf")]])
-    m_new, l_new = online_softmax_update(m, l, block)
-    assert m_new.tolist() == [3.0, 0.5]
-    assert l_new.tolist() == pytest.approx([2.0 + math.exp(-2) + 1.0, 1.0])
-    m_all, l_all = online_softmax_update(
-        torch.tensor([float("-inf")]), torch.tensor([0.0]), torch.full((1, 3), -math.inf)
-    )
-    assert m_all.item() == float("-inf") and l_all.item() == 0.0
-
+from lib.attention import attention, causal_mask, sliding_window_mask
+from lib.online_softmax import online_softmax_update
+from lib.tiled_softmax import tiled_attention
 
 # (batch, H, Hkv, N, M, D, Dv, block_q, block_k): N and M off the blocks, N = 1, M != N, GQA
 SHAPES = [
@@ -240,25 +201,6 @@ def test_window_float32_against_float64():
     torch.testing.assert_close(got.double(), expected, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("n, m, block_q, block_k, window", [(64, 64, 8, 8, 5), (37, 53, 8, 16, 20), (50, 20, 16, 4, 3)])
-def test_window_tiles_cover_the_band_and_little_more(n, m, block_q, block_k, window):
-    """Every key a block's rows may read lies in one of its tiles; no tile is wholly outside
-    the band; the unmasked tiles hold only keys every row of the block reads."""
-    band = sliding_window_mask(n, m, window)
-    for q_start in range(0, n, block_q):
-        rows = band[q_start : q_start + block_q]
-        bq = rows.shape[0]
-        tiles = _key_tiles(False, window, q_start, bq, n, m, block_k)
-        visited = torch.zeros(m, dtype=torch.bool)
-        for start, end, masked in tiles:
-            assert not visited[start:end].any(), "a key visited twice"
-            visited[start:end] = True
-            assert rows[:, start:end].any(), "a tile outside the band"
-            if not masked:
-                assert rows[:, start:end].all()
-        assert not (rows.any(dim=0) & ~visited).any(), "a readable key skipped"
-
-
 def test_window_work_grows_linearly_and_dense_work_quadratically():
     """Counted multiply-adds (torch's FLOP counter), forward and backward: doubling N doubles
     the windowed work and quadruples the dense work."""
@@ -280,20 +222,6 @@ def test_bad_window_is_reported():
     for window in (0, -3, 2.5, True):
         with pytest.raises(ValueError, match="window must be a positive integer"):
             tiled_attention(q, k, v, window=window)
-
-
-@pytest.mark.parametrize("is_causal, window", [(False, None), (True, None), (True, 40), (False, 7)])
-def test_visited_pairs_is_the_forward_work(is_causal, window):
-    """4·D FLOPs per visited score (QKᵀ and AV with Dv = D), as torch's counter sees them."""
-    n, m, heads, d = 150, 170, 2, 8
-    q, k, v = random_qkv((1,), heads, heads, n, m, d, d, dtype=torch.float32, seed=16)
-    with FlopCounterMode(display=False) as counter:
-        tiled_attention(q, k, v, is_causal=is_causal, window=window, block_q=32, block_k=64)
-    pairs = visited_pairs(n, m, is_causal=is_causal, window=window, block_q=32, block_k=64)
-    assert counter.get_total_flops() == 4 * d * heads * pairs
-    if window:  # every allowed pair, and at most the block_q + window - 1 keys a block's rows may read
-        assert sliding_window_mask(n, m, window).sum() <= pairs <= n * (32 + window - 1)
-    assert visited_pairs(n, m, block_q=32, block_k=64) == n * m
 
 
 # (H, Hkv, N, M, is_causal, window, block_q, block_k): no row without a key, so SDPA has no NaN

@@ -13,7 +13,7 @@ import torch
 
 from lib.costs import MIB, causal_pairs, global_local_pairs, layer_flops, score_matrix_bytes, window_pairs
 from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswer
-from lib.tiled_softmax import online_softmax_update
+from lib.online_softmax import online_softmax_update
 
 INF = float("inf")
 
@@ -427,7 +427,7 @@ CHAPTER_5_FUNCTIONS = (
             "m_new = max(m, max(block)); l_new = l·exp(m − m_new) + Σ exp(block − m_new), guarding m_new = -inf."
         ),
         hints=("m_new = torch.maximum(m, block.amax(dim=-1)); torch.nan_to_num(m_new, neginf=0.0) is a safe shift.",),
-        stands_for=("lib.tiled_softmax.online_softmax_update",),
+        stands_for=("lib.online_softmax.online_softmax_update",),
     ),
 )
 
