@@ -1,4 +1,4 @@
-"""Reading and running what a learner typed, without letting it hurt the grader (used by ``lib.checks``).
+"""Reading and running what a learner typed, without letting it hurt the grader (used by ``lib.grading``).
 
 An answer may be text, a ragged list, a tensor that needs grad, bfloat16 or complex: ``as_numbers``
 reads it as a float array of the expected shape, or says in one line what is wrong with it.
@@ -8,13 +8,15 @@ A function a learner writes may loop forever, raise anything (even ``SystemExit`
 cell. ``call_with_timeout`` stops the first, ``exit_raises`` turns the last into an exception
 that grading catches, and ``describe_error`` gives one readable line for any of them (even
 for an exception whose own ``__str__`` raises). ``forbid_calls`` stops a function from calling
-the library functions an exercise asks the learner to write.
+the library functions an exercise asks the learner to write, and ``handed_in`` notices one of
+them handed in as the answer itself.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import math
 import signal
 import threading
@@ -34,6 +36,8 @@ __all__ = [
     "describe_error",
     "ForbiddenCall",
     "forbid_calls",
+    "resolve_dotted",
+    "handed_in",
 ]
 
 
@@ -287,6 +291,36 @@ def forbid_calls(
     finally:
         for restore in reversed(undo):
             restore()
+
+
+@functools.cache
+def resolve_dotted(dotted: str) -> tuple[Any, Any, str]:
+    """(the object, the module or class that defines it, its attribute there) for a dotted name
+    such as "lib.attention.softmax" or "lib.attention.MultiHeadAttention.merge_heads"."""
+    parts = dotted.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            owner: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attribute in parts[cut:-1]:
+            owner = getattr(owner, attribute)
+        return getattr(owner, parts[-1]), owner, parts[-1]
+    raise ImportError(f"stands_for names {dotted!r}, which is not an importable module's attribute")
+
+
+def handed_in(answer: Any, forbidden: list[tuple[Any, str]]) -> str | None:
+    """The short name when ``answer`` is one of the forbidden functions itself (or a bound
+    method or partial of one), else None."""
+    inner = answer
+    if type(inner) is types.MethodType:
+        inner = inner.__func__
+    elif type(inner) is functools.partial:
+        inner = inner.func
+    for obj, name in forbidden:
+        if answer is obj or inner is obj:
+            return name
+    return None
 
 
 def plain_numbers(answer: Any) -> Any:

@@ -13,18 +13,8 @@ import torch
 import lib.attention
 from lib.attention import MultiHeadAttention, attention, causal_mask, padding_mask, softmax
 from lib.blocks import rms_norm
-from lib.checks import (
-    CORRECT,
-    INCORRECT,
-    LIBRARY_FEEDBACK,
-    WHOLE_FEEDBACK,
-    FunctionExercise,
-    ValueExercise,
-    exercises,
-    grade,
-    precision_feedback,
-    tolerance,
-)
+from lib.checks import CORRECT, INCORRECT, FunctionExercise, ValueExercise, exercises, grade
+from lib.grading import LIBRARY_FEEDBACK, WHOLE_FEEDBACK, precision_feedback, tolerance
 from lib.online_softmax import online_softmax_update
 from lib.rope import apply_rope
 from lib.vit import conv_weight, patchify

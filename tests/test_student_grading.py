@@ -286,11 +286,11 @@ class _Shell:
 def test_check_signs_its_record_and_the_grader_verifies_exactly_that(monkeypatch):
     import IPython.display
 
-    from lib import checks
+    from lib import checks, grading
 
     key = b"a key made for this run"
     shown = []
-    monkeypatch.setattr(checks, "_kernel_shell", lambda: _Shell())
+    monkeypatch.setattr(grading, "kernel_shell", lambda: _Shell())
     monkeypatch.setattr(checks, "_RUN_KEY", key)
     monkeypatch.setattr(IPython.display, "display", lambda *args, **kwargs: shown.append(kwargs["metadata"]))
     told = check("1.longer-query", [2.0, 0.0])

@@ -1,0 +1,367 @@
+"""How one answer is graded: the book's tolerance policy for values, hidden cases for functions.
+
+``lib.checks.check`` finds the exercise (declared as data in ``lib/exercises/``) and shows the
+result; ``grade`` here decides it.
+
+One tolerance policy for the book (DESIGN.md):
+    * a count, index or choice is declared ``whole``: only a whole number passes, and an answer
+      with a fraction gets "a count is a whole number";
+    * a decimal answer declares ``decimals``, which its question states ("Give it to 2 decimal
+      places."): any answer within half a unit of that last place passes (so the answer rounded
+      to that precision does), and one that is close but coarser gets a word about precision;
+    * a function exercise declares the library functions it ``stands_for`` (the ones the learner
+      is asked to write): handing one in, or calling one while the hidden cases run, is refused
+      with "your function calls the library's softmax: write it yourself".
+
+Everything a learner's object does while it is read (``__array__``, ``__len__``, the function
+itself) runs under a time limit, with ``exit()`` turned into an exception (``lib.safe_call``).
+A result is a ``CheckResult``: one line of what happened, the targeted feedback, a hint, and
+the explanation once it is right; it shows as a coloured box in a notebook, as text elsewhere.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from lib.exercises.base import Case, Exercise, FunctionExercise, ValueExercise
+from lib.safe_call import (
+    ForbiddenCall,
+    GradingTimeout,
+    as_numbers,
+    call_with_timeout,
+    describe_error,
+    exit_raises,
+    forbid_calls,
+    handed_in,
+    resolve_dotted,
+)
+
+__all__ = ["grade", "tolerance", "Tolerance", "CheckResult", "CORRECT", "INCORRECT", "NOT_ATTEMPTED"]
+
+CORRECT, INCORRECT, NOT_ATTEMPTED = "correct", "incorrect", "not attempted"
+
+
+@dataclass
+class CheckResult:
+    exercise_id: str
+    status: str  # CORRECT, INCORRECT or NOT_ATTEMPTED
+    message: str  # one line: what happened
+    feedback: str = ""  # the targeted part: which mistake this looks like
+    hint: str = ""
+    explanation: str = ""  # shown once the answer is right
+    # The feedback of the known mistake that fired (a declared wrong answer, a failing hidden
+    # case, a rule of the tolerance policy), "" otherwise: what a class summary counts.
+    mistake: str = ""
+    # The notebook cell (IPython execution count) in which check() already showed this
+    # result: IPython's echo of the cell's last expression is skipped there, and only there.
+    _shown_in_cell: int | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def correct(self) -> bool:
+        return self.status == CORRECT
+
+    def __str__(self) -> str:
+        mark = {CORRECT: "✓", INCORRECT: "✗", NOT_ATTEMPTED: "·"}[self.status]
+        lines = [f"[{self.exercise_id}] {mark} {self.status}: {self.message}"]
+        lines += [f"  {label}: {text}" for label, text in self._parts()]
+        return "\n".join(lines)
+
+    def _parts(self) -> list[tuple[str, str]]:
+        parts = [("Feedback", self.feedback), ("Hint", self.hint), ("Why", self.explanation)]
+        return [(label, text) for label, text in parts if text]
+
+    def _repr_html_(self) -> str:
+        colour = {CORRECT: "#1a7f37", INCORRECT: "#cf222e", NOT_ATTEMPTED: "#6e7781"}[self.status]
+        body = "".join(f"<div><b>{label}:</b> {html.escape(text)}</div>" for label, text in self._parts())
+        return (
+            f'<div class="check-result" style="border-left:4px solid {colour};padding:4px 10px;margin:4px 0">'
+            f'<b style="color:{colour}">{html.escape(self.exercise_id)}: {self.status}</b> '
+            f"{html.escape(self.message)}{body}</div>"
+        )
+
+    def _mime_bundle(self) -> dict[str, str]:
+        return {"text/html": self._repr_html_(), "text/plain": str(self)}
+
+    def _ipython_display_(self) -> None:
+        # check() has shown this result already in the running cell: skip IPython's echo of
+        # the return value there. In any later cell (`r = check(...)`, then `r`) it shows.
+        if self._shown_in_cell is not None and self._shown_in_cell == current_cell():
+            return
+        from IPython.display import display
+
+        display(self._mime_bundle(), raw=True)
+
+
+# --- which notebook cell is running -------------------------------------------------
+
+
+def kernel_shell():
+    """The IPython shell when running in a notebook kernel, else None."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    shell = get_ipython()
+    return shell if shell is not None and getattr(shell, "kernel", None) is not None else None
+
+
+def current_cell() -> int | None:
+    shell = kernel_shell()
+    return None if shell is None else getattr(shell, "execution_count", None)
+
+
+def grade(exercise: Exercise, answer: Any) -> CheckResult:
+    if answer is ... or answer is None:
+        return CheckResult(exercise.id, NOT_ATTEMPTED, "replace the `...` with your answer and run the cell again")
+    if isinstance(exercise, FunctionExercise):
+        return _grade_function(exercise, answer)
+    try:  # reading a value runs the learner's code too (__array__, __len__, __float__): time it
+        return call_with_timeout(_grade_value, (exercise, answer), VALUE_TIMEOUT_S)
+    except GradingTimeout:
+        return CheckResult(
+            exercise.id,
+            INCORRECT,
+            f"could not read the answer as numbers within {VALUE_TIMEOUT_S:g} s (does its __array__ or __len__ loop?)",
+        )
+
+
+# --- values ---------------------------------------------------------------------------
+
+VALUE_TIMEOUT_S = 2.0
+WHOLE_FEEDBACK = "This answer counts, indexes or chooses, and a count is a whole number: no fractions."
+WHOLE_ATOL = 1e-6  # a whole answer computed in floats (384 / 16 * 24) may carry rounding noise
+
+
+def precision_feedback(decimals: int) -> str:
+    places = f"{decimals} decimal place" + ("" if decimals == 1 else "s")
+    return f"Close, but not to the {places} the question asks for: keep more digits while you work, then round."
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How a value exercise compares answers (the policy in the module docstring): ``atol`` and
+    ``rtol`` decide a match with the expected or a known wrong answer; ``whole`` asks for whole
+    numbers; a miss within ``near_atol`` given with fewer than ``decimals`` places earns ``rule``
+    (a word about precision)."""
+
+    atol: float
+    rtol: float
+    whole: bool = False
+    decimals: int | None = None
+    near_atol: float | None = None
+    rule: str = ""
+
+
+def _coarser(numbers: np.ndarray, decimals: int | None) -> bool:
+    """True when every number has fewer decimals than ``decimals`` (7.6 when 2 are asked for)."""
+    if decimals is None:
+        return False
+    return bool(np.all(np.abs(numbers - np.round(numbers, decimals - 1)) <= 1e-9))
+
+
+def tolerance(exercise: ValueExercise) -> Tolerance:
+    if exercise.whole:
+        return Tolerance(WHOLE_ATOL, 0.0, whole=True, rule=WHOLE_FEEDBACK)
+    if exercise.decimals is not None:
+        atol = 0.5 * 10.0**-exercise.decimals * (1 + 1e-6)  # half a unit in the last place asked for
+        return Tolerance(
+            atol, 0.0, decimals=exercise.decimals, near_atol=10 * atol, rule=precision_feedback(exercise.decimals)
+        )
+    return Tolerance(exercise.atol, exercise.rtol)  # an exercise outside the book's policy (tests, ad hoc)
+
+
+def _grade_value(exercise: ValueExercise, answer: Any) -> CheckResult:
+    expected = np.asarray(exercise.expected, dtype=np.float64)
+    numbers, problem = as_numbers(answer, expected.shape)
+    hint = exercise.hints[0] if exercise.hints else ""
+    if numbers is None:
+        return CheckResult(exercise.id, INCORRECT, problem, hint=hint)
+    rule = tolerance(exercise)
+
+    def close(value: Any, atol: float = rule.atol) -> bool:
+        return bool(np.allclose(numbers, np.asarray(value, dtype=np.float64), atol=atol, rtol=rule.rtol))
+
+    shown = np.array2string(numbers, precision=4, suppress_small=True, separator=", ")
+    if close(exercise.expected):
+        return CheckResult(exercise.id, CORRECT, f"{shown} is right.", explanation=exercise.explanation)
+
+    def wrong(feedback: str = "") -> CheckResult:
+        return CheckResult(
+            exercise.id, INCORRECT, f"{shown} is not it.", feedback=feedback, hint=hint, mistake=feedback
+        )
+
+    for known in exercise.wrong_answers:
+        if close(known.value):
+            return wrong(known.feedback)
+    if rule.whole and not np.all(np.abs(numbers - np.round(numbers)) <= WHOLE_ATOL):
+        return wrong(rule.rule)
+    if rule.near_atol is not None and close(exercise.expected, rule.near_atol) and _coarser(numbers, rule.decimals):
+        return wrong(rule.rule)
+    return wrong()
+
+
+# --- functions ------------------------------------------------------------------------
+
+
+LIBRARY_FEEDBACK = "your function calls the library's {name}: write it yourself"
+CALLS_LIBRARY = "calls the library's"
+
+
+def _forbidden(exercise: FunctionExercise) -> list[tuple[Any, str]]:
+    """The (object, short name) pairs a learner's function may neither be nor call: the library
+    functions the exercise stands for, and its reference (which may be a wrapper of them)."""
+    pairs = [(resolve_dotted(dotted)[0], dotted.split(".")[-1]) for dotted in exercise.stands_for]
+    if pairs:
+        pairs.append((exercise.reference, pairs[0][1]))
+    return pairs
+
+
+def _grade_function(exercise: FunctionExercise, answer: Any) -> CheckResult:
+    hint = exercise.hints[0] if exercise.hints else ""
+    if not callable(answer):
+        return CheckResult(
+            exercise.id, INCORRECT, f"expected a function, but the answer is of type {type(answer).__name__}", hint=hint
+        )
+    forbidden = _forbidden(exercise)
+    own = handed_in(answer, forbidden)
+    if own is not None:
+        feedback = LIBRARY_FEEDBACK.format(name=own)
+        return CheckResult(
+            exercise.id,
+            INCORRECT,
+            f"that is the library's own {own}, not a function of yours.",
+            feedback=feedback,
+            hint=hint,
+            mistake=feedback,
+        )
+    failed: list[tuple[Case, str, torch.Tensor | None]] = []
+    for case in exercise.cases:
+        problem, got = _run_case(exercise, answer, case, forbidden)
+        if problem:
+            failed.append((case, problem, got))
+        if problem.startswith(("did not finish", CALLS_LIBRARY)):
+            break  # one timeout (or one call into the library) is enough: don't run every case
+    if not failed:
+        n = len(exercise.cases)
+        return CheckResult(exercise.id, CORRECT, f"passes all {n} hidden cases.", explanation=exercise.explanation)
+    case, problem, got = failed[0]
+    if problem.startswith(CALLS_LIBRARY):
+        feedback = LIBRARY_FEEDBACK.format(name=problem.removeprefix(CALLS_LIBRARY).strip())
+        message = f"not graded: while the hidden case {case.name!r} ran, your function {problem}."
+        return CheckResult(exercise.id, INCORRECT, message, feedback=feedback, hint=hint, mistake=feedback)
+    names = ", ".join(case.name for case, _, _ in failed)
+    message = f"fails {len(failed)} of {len(exercise.cases)} hidden cases ({names}). First: {case.name}: {problem}."
+    if problem.startswith("did not finish"):
+        feedback = "Look for a loop whose condition never changes, or work that grows without bound."
+    elif problem.startswith(WRONG_DTYPE):
+        feedback = exercise.dtype_feedback or (
+            "Wrong dtype/precision: the result must keep the input's floating-point dtype. float16 keeps "
+            "about 3 significant digits and its exp overflows past 11; bfloat16 keeps about 2. Compute "
+            "in the input's dtype, or convert back before returning."
+        )
+    else:
+        feedback = _known_mistake(exercise, case, got)
+        if not feedback and problem.startswith(ROUNDED):
+            feedback = (
+                "The inputs hold fractions, and so must the result: .long(), .int() or uint8 throws them "
+                "away. Keep the input's floating-point dtype."
+            )
+        feedback = feedback or case.feedback
+    return CheckResult(exercise.id, INCORRECT, message, feedback=feedback, hint=hint, mistake=feedback)
+
+
+def _known_mistake(exercise: FunctionExercise, case: Case, got: torch.Tensor | None) -> str:
+    """The feedback of the first known wrong function that gives what the learner's gave."""
+    if got is None:
+        return ""
+    for wrong in exercise.wrong_answers:
+        try:
+            theirs = torch.as_tensor(wrong.value(*case.args())).to(got.dtype)
+        except Exception:  # a wrong function may well fail on this case
+            continue
+        if theirs.shape == got.shape and torch.allclose(
+            theirs, got, atol=exercise.atol, rtol=exercise.rtol, equal_nan=True
+        ):
+            return wrong.feedback
+    return ""
+
+
+WRONG_DTYPE = "returned dtype"
+ROUNDED = "returned whole numbers"
+
+
+def _less_precise(got: torch.dtype, expected: torch.dtype) -> bool:
+    """True when a float result of dtype ``got`` is less precise than the reference's
+    (float16 or bfloat16 for float32). A more precise float (float64 for float32) is fine;
+    integers are compared by value."""
+    if not (got.is_floating_point and expected.is_floating_point):
+        return False
+    return torch.finfo(got).eps > torch.finfo(expected).eps
+
+
+def _call_and_read(function: Callable, args: tuple) -> tuple[str, Any, bool]:
+    """Run the learner's function and read its result as a CPU tensor, all of it learner code
+    (the call, then the result's __array__ or __len__): ('', tensor, typed) or (problem, None, False).
+    ``typed`` says the learner chose the result's dtype (a tensor or array; a list's is ours)."""
+    try:
+        got = function(*args)
+    except (Exception, SystemExit, GeneratorExit) as error:  # the learner's code may raise anything, even exit()
+        return f"raised {describe_error(error)}", None, False
+    if got is None:
+        return "returned None (a missing `return`?)", None, False
+    typed = isinstance(got, (torch.Tensor, np.ndarray))
+    try:
+        return "", torch.as_tensor(got).detach().cpu(), typed
+    except (Exception, SystemExit, GeneratorExit) as error:  # a learner's object may raise anything
+        return f"returned a {type(got).__name__} that is not a tensor of numbers ({describe_error(error)})", None, False
+
+
+def _run_case(
+    exercise: FunctionExercise, function: Callable, case: Case, forbidden: Sequence[tuple[Any, str]] = ()
+) -> tuple[str, torch.Tensor | None]:
+    """('', output) when ``function`` agrees with the reference on this case, else what went
+    wrong and the output, when there was one that reads as a tensor of the right shape."""
+    expected = exercise.reference(*case.args())
+    args = case.args()
+    homes = [resolve_dotted(dotted)[1:] for dotted in exercise.stands_for]
+    try:
+        with exit_raises(), forbid_calls(function, forbidden, homes) as fired:
+            try:
+                problem, got, typed = call_with_timeout(_call_and_read, (function, args), exercise.timeout_s)
+            except ForbiddenCall:
+                pass
+    except GradingTimeout:
+        return f"did not finish within {exercise.timeout_s:g} s (an endless loop?)", None
+    if fired:  # even when the learner's own `except BaseException` swallowed the refusal
+        return f"{CALLS_LIBRARY} {fired[0]}", None
+    if problem:
+        return problem, None
+    if got.is_complex() and not expected.is_complex():
+        return f"returned complex numbers ({got.dtype}) where real ones were expected", None
+    if got.shape != expected.shape:
+        return f"returned shape {tuple(got.shape)}, expected {tuple(expected.shape)}", None
+    if typed and _less_precise(got.dtype, expected.dtype):
+        got_name, expected_name = (str(dtype).removeprefix("torch.") for dtype in (got.dtype, expected.dtype))
+        return f"{WRONG_DTYPE} {got_name}, expected {expected_name}", None
+    if not expected.dtype.is_floating_point:
+        # A mask or integer reference: every entry must match exactly. Compare as float64, so a
+        # learner's 1.9 is not truncated to 1 (or True) and passed.
+        got = got.to(torch.float64)
+        wrong = int((got != expected.to(torch.float64)).sum())
+        return (f"differs from the reference in {wrong} of {expected.numel()} entries", got) if wrong else ("", got)
+    integers = not (got.dtype.is_floating_point or got.is_complex())
+    got = got.to(expected.dtype)
+    if torch.isnan(got).any() and not torch.isnan(expected).any():
+        return "returned NaN", got
+    if not torch.allclose(got, expected, atol=exercise.atol, rtol=exercise.rtol):
+        gap = (got - expected).abs().max().item()
+        if typed and integers and bool((expected != expected.round()).any()):
+            return f"{ROUNDED} where the reference keeps fractions (off by up to {gap:.3g})", got
+        return f"differs from the reference by up to {gap:.3g}", got
+    return "", got
