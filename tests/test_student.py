@@ -1,15 +1,16 @@
-"""Student copies hide every reference answer and never overwrite a learner's work;
-batch grading survives any notebook and reports each one."""
+"""Student copies hide every reference answer and never overwrite a learner's work; the
+command line's batch grading survives any notebook and reports each one."""
 
 import json
 from pathlib import Path
 
 import nbformat
+from _notebooks import write_notebook
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from lib import student
-from lib.checks import check
-from lib.student import BEGIN, defined_names, grade_notebook, make_student_copy, strip_solutions
+from lib.grade_reports import TABLE_WIDTH
+from lib.student import BEGIN, defined_names, make_student_copy, strip_solutions
 
 # Chapters only: an appendix (appendix_*.ipynb) has no exercises.
 CHAPTERS = sorted(Path(__file__).parent.parent.joinpath("chapters").glob("[0-9][0-9]_*.ipynb"))
@@ -70,57 +71,18 @@ def test_student_copy_never_overwrites_a_learners_work(tmp_path, capsys):
     assert nbformat.read(path, as_version=4).cells[0].source != "my notes"
 
 
-def _write(path: Path, *sources: str) -> Path:
-    cells = [new_markdown_cell("# a student's notebook"), new_code_cell("from lib.checks import check")]
-    notebook = new_notebook(cells=cells + [new_code_cell(source) for source in sources])
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(notebook, path)
-    return path
-
-
-def test_grade_notebook_reports_each_exercise(tmp_path):
-    path = _write(
-        tmp_path / "ada" / "student.ipynb",
-        "check('1.equal-scores', [1, 2])",
-        "check('1.masked-read', [0, 4])",
-        "check('1.wider-variance', ...)",
-        "answer = undefined_name\ncheck('1.longer-query', answer)",
-    )
-    report = grade_notebook(path)
-    assert report.student == "ada"
-    # the first error is named with its cell, so a "not run" has its reason beside it
-    assert report.problems == ["NameError in cell 6: name 'undefined_name' is not defined"]
-    assert report.exercises == {
-        "1.equal-scores": "correct",
-        "1.masked-read": "incorrect",
-        "1.wider-variance": "not attempted",
-        "1.longer-query": "not run",
-    }
-    # what check() told the learner comes back with each status (the same as it says here)
-    told = check("1.masked-read", [0, 4])
-    assert report.details["1.masked-read"] == {
-        "message": told.message,
-        "feedback": told.feedback,
-        "hint": told.hint,
-        "mistake": getattr(told, "mistake", ""),
-        "cell": 4,
-    }
-    assert report.answers["1.masked-read"] == (4, "check('1.masked-read', [0, 4])")
-
-
 def test_batch_grading_survives_loops_dead_kernels_and_syntax_errors(tmp_path, capsys):
     """One notebook loops forever, one kills its kernel, one has a syntax error: each gets
     its line, within the time limit, and the good notebook after them is still graded."""
     notebooks = [
-        _write(tmp_path / "a_loop" / "ch.ipynb", "check('1.equal-scores', [1, 2])", "while True:\n    pass"),
-        _write(tmp_path / "b_dies" / "ch.ipynb", "check('1.equal-scores', [2, 0])", "import os\nos._exit(1)"),
-        _write(
+        write_notebook(tmp_path / "a_loop" / "ch.ipynb", "check('1.equal-scores', [1, 2])", "while True:\n    pass"),
+        write_notebook(tmp_path / "b_dies" / "ch.ipynb", "check('1.equal-scores', [2, 0])", "import os\nos._exit(1)"),
+        write_notebook(
             tmp_path / "c_syntax" / "ch.ipynb",
             "x = 1\nanswer = [1,\ncheck('1.equal-scores', answer)",
             "import pathlib\nassert pathlib.Path.cwd().name == 'c_syntax'\ncheck('1.wider-variance', [1024, 1 / 32])",
         ),
-        _write(tmp_path / "d_fine" / "ch.ipynb", "check('1.equal-scores', [1, 2])"),
+        write_notebook(tmp_path / "d_fine" / "ch.ipynb", "check('1.equal-scores', [1, 2])"),
     ]
     (tmp_path / "e_broken").mkdir()
     (tmp_path / "e_broken" / "ch.ipynb").write_text("{not json")
@@ -146,7 +108,7 @@ def test_batch_grading_survives_loops_dead_kernels_and_syntax_errors(tmp_path, c
     table = printed[printed.index(header) :]
     assert "kernel died in cell 4" in table and "timed out in cell 4" in table
     assert "ch: 1 1.equal-scores" in table and "ch: 1 1.equal-scores   2 1.wider-variance" in table
-    assert max(len(line) for line in table.splitlines()) <= student.TABLE_WIDTH
+    assert max(len(line) for line in table.splitlines()) <= TABLE_WIDTH
 
 
 def test_a_misspelt_marker_stops_the_copy_instead_of_leaking_the_answer(tmp_path, capsys):
@@ -181,42 +143,3 @@ def test_indented_or_unparsable_solutions_are_stripped_without_crashing():
     assert strip_solutions(crlf) == "answer = ...  # your answer here\ncheck('1.x', answer)"
     broken = "# BEGIN SOLUTION\nanswer = [1,\n# END SOLUTION\ncheck('1.x', answer)"
     assert strip_solutions(broken) == "answer = ...  # your answer here\ncheck('1.x', answer)"
-
-
-def test_exit_stops_grading_in_the_cell_that_called_it(tmp_path):
-    """exit() in a kernel does not raise: IPython shuts the kernel down a moment later, so
-    without this the notebook died in some later cell, or not at all, depending on timing."""
-    path = _write(
-        tmp_path / "eve" / "ch.ipynb",
-        "check('1.equal-scores', [1, 2])",
-        "exit()",
-        "check('1.masked-read', [2, 0])",
-        "import time\ntime.sleep(1)\ncheck('1.wider-variance', [1024, 1 / 32])",
-    )
-    report = grade_notebook(path, time_limit=60)
-    assert report.problems == ["kernel stopped by exit() in cell 4"]
-    assert report.exercises == {"1.equal-scores": "correct", "1.masked-read": "not run", "1.wider-variance": "not run"}
-
-
-def test_a_deleted_exercise_still_counts_and_a_bare_path_names_the_student(tmp_path, monkeypatch):
-    """A chapter notebook (named NN_...) is graded on all of its chapter's exercises: deleting
-    the hard ones must not raise the score. Graded from inside the student's folder, the
-    student is still that folder's name."""
-    _write(
-        tmp_path / "ada" / "01_one_attention_read.ipynb",
-        "check('1.equal-scores', [1, 2])",
-        "check('1.equal-score', [1, 2])  # a typo, or an id since renamed: not a column of its own",
-    )
-    monkeypatch.chdir(tmp_path / "ada")
-    report = grade_notebook(Path("01_one_attention_read.ipynb"), time_limit=60)
-    assert report.student == "ada"
-    assert report.problems == ["check() names no exercise of the book: '1.equal-score'"]
-    chapter_1 = [i for i in student.exercises() if i.startswith("1.")]
-    assert list(report.exercises) == chapter_1 and len(chapter_1) > 1
-    assert report.exercises["1.equal-scores"] == "correct"
-    assert {s for i, s in report.exercises.items() if i != "1.equal-scores"} == {"not attempted"}
-    assert (report.n_correct, report.as_dict()["total"]) == (1, len(chapter_1))
-    (tmp_path / "bo").mkdir()
-    (tmp_path / "bo" / "01_one_attention_read.ipynb").write_text("{not json")
-    unreadable = grade_notebook(tmp_path / "bo" / "01_one_attention_read.ipynb")
-    assert unreadable.problems[0].startswith("could not read") and unreadable.as_dict()["total"] == len(chapter_1)

@@ -1,6 +1,6 @@
 """Grading a class a teacher can trust (issue 18): stored or copied results never count, a
-notebook that kills its parent cannot end the batch, any kernelspec grades, and the teacher
-gets feedback files, a gradebook and a class summary.
+notebook that kills its parent cannot end the batch, any kernelspec grades, every exercise of
+a chapter counts even when its cell is gone, and each status comes with what check() said.
 
 The batch that holds a parent-killing notebook runs the grader as a subprocess, so it cannot
 take pytest down; the endless loop is graded on its own, with a small time limit."""
@@ -13,40 +13,12 @@ import sys
 from pathlib import Path
 
 import nbformat
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+from _notebooks import CHAPTER_1, ROOT, SOLVED, write_notebook
 
-from lib import student
-from lib.checks import RESULT_KEY, check, exercises
-from lib.student import GradeReport, class_summary, format_table, grade_notebook, kernel_threads, write_csv
-
-ROOT = Path(__file__).resolve().parent.parent
-CHAPTER_1 = ROOT / "chapters" / "01_one_attention_read.ipynb"
-SOLVED = ("check('1.equal-scores', [1, 2])", "check('1.wider-variance', [1024, 1 / 32])")
-
-
-def _stored_record(exercise_id: str, sig: str | None = None) -> dict:
-    """A display output as an earlier run of check() stored it (correct, and signed or not)."""
-    record = {"id": exercise_id, "status": "correct", "cell": 3, "mistake": "", "message": "right"}
-    if sig is not None:
-        record["sig"] = sig
-    return new_output("display_data", data={"text/plain": f"[{exercise_id}] ✓ correct"}, metadata={RESULT_KEY: record})
-
-
-def _write(path: Path, *sources: str, kernel: str = "python3", stored: bool = False) -> Path:
-    """A student's notebook: a markdown cell, the import (cell 2), then one code cell per source.
-    ``stored`` gives each check() cell the output of a correct result, as a solved run leaves it."""
-    cells = [new_markdown_cell("# a student's notebook"), new_code_cell("from lib.checks import check")]
-    for source in sources:
-        cell = new_code_cell(source)
-        if stored and "check(" in source:
-            cell.outputs = [_stored_record(source.split("'")[1], sig="0" * 64)]
-            cell.execution_count = len(cells)
-        cells.append(cell)
-    notebook = new_notebook(cells=cells)
-    notebook.metadata["kernelspec"] = {"name": kernel, "display_name": kernel, "language": "python"}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(notebook, path)
-    return path
+from lib import gradebook, student
+from lib.checks import RESULT_KEY, check
+from lib.grade_reports import TABLE_WIDTH
+from lib.gradebook import exercises, grade_notebook
 
 
 def _grade_in_subprocess(*args: str) -> subprocess.CompletedProcess:
@@ -74,17 +46,19 @@ def test_a_class_with_crashes_loops_forgeries_and_a_parent_killer_is_graded_in_f
     (tmp_path / "d_kernelspec").mkdir()
     nbformat.write(solved, tmp_path / "d_kernelspec" / CHAPTER_1.name)
     notebooks = [
-        _write(tmp_path / "a_exits" / "ch.ipynb", "import os\nos._exit(1)", *SOLVED, stored=True),
-        _write(tmp_path / "c_copies" / "ch.ipynb", "check('1.equal-scores', ...)", forged),
+        write_notebook(tmp_path / "a_exits" / "ch.ipynb", "import os\nos._exit(1)", *SOLVED, stored=True),
+        write_notebook(tmp_path / "c_copies" / "ch.ipynb", "check('1.equal-scores', ...)", forged),
         tmp_path / "d_kernelspec" / CHAPTER_1.name,
-        _write(tmp_path / "e_wrong" / "ch.ipynb", "answer = [2.0, 0.0]\ncheck('1.longer-query', answer)", SOLVED[0]),
-        _write(
+        write_notebook(
+            tmp_path / "e_wrong" / "ch.ipynb", "answer = [2.0, 0.0]\ncheck('1.longer-query', answer)", SOLVED[0]
+        ),
+        write_notebook(
             tmp_path / "f_kills" / "ch.ipynb",
             SOLVED[0],
             "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",
             SOLVED[1],
         ),
-        _write(tmp_path / "g_typo" / "ch.ipynb", *SOLVED),
+        write_notebook(tmp_path / "g_typo" / "ch.ipynb", *SOLVED),
     ]
     typo = nbformat.read(notebooks[-1], as_version=4)
     typo.cells[1].source = "from lib.checks import chek"
@@ -120,7 +94,7 @@ def test_a_class_with_crashes_loops_forgeries_and_a_parent_killer_is_graded_in_f
     # the printed report: a compact table, then the class summary
     printed = done.stdout
     table = printed[printed.index("student ") : printed.index("Class summary")]
-    assert max(len(line) for line in table.splitlines()) <= student.TABLE_WIDTH
+    assert max(len(line) for line in table.splitlines()) <= TABLE_WIDTH
     assert "grading process killed by SIGKILL in cell 4" in table
     summary = printed[printed.index("Class summary") :].splitlines()
     assert summary[0] == "Class summary: 6 notebooks, 6 students"
@@ -147,7 +121,7 @@ def test_a_class_with_crashes_loops_forgeries_and_a_parent_killer_is_graded_in_f
 
 def test_a_solved_notebook_that_loops_first_scores_nothing(tmp_path):
     """Its stored results are cleared; the loop runs out the (small) time limit before any check()."""
-    path = _write(tmp_path / "b_loops" / "ch.ipynb", "while True:\n    pass", *SOLVED, stored=True)
+    path = write_notebook(tmp_path / "b_loops" / "ch.ipynb", "while True:\n    pass", *SOLVED, stored=True)
     assert nbformat.read(path, as_version=4).cells[3].outputs  # it was handed in with the results shown
     report = grade_notebook(path, time_limit=5)
     assert report.problems == ["timed out in cell 3 (5 s for the notebook)"]
@@ -159,7 +133,7 @@ def test_a_record_is_bound_to_the_cell_that_made_it_and_the_kernel_keeps_no_key(
     """A genuine record of this run shown again in another cell (captured, then re-shown)
     does not count there; showing a returned result again is no record at all. The kernel's
     environment no longer holds the key, and it runs the threads it was given."""
-    path = _write(
+    path = write_notebook(
         tmp_path / "ida" / "ch.ipynb",
         "from IPython.utils.capture import capture_output\nwith capture_output() as shown:\n"
         "    check('1.masked-read', [0, 4])",
@@ -177,7 +151,7 @@ def test_a_record_is_bound_to_the_cell_that_made_it_and_the_kernel_keeps_no_key(
 
 
 def test_an_unknown_kernel_is_that_notebooks_problem_and_jobs_must_be_positive(tmp_path, capsys):
-    path = _write(tmp_path / "jo" / "ch.ipynb", SOLVED[0])
+    path = write_notebook(tmp_path / "jo" / "ch.ipynb", SOLVED[0])
     report = grade_notebook(path, time_limit=60, kernel_name="no-such-kernel")
     assert len(report.problems) == 1 and report.problems[0].startswith("could not run the notebook (NoSuchKernel")
     assert report.exercises == {"1.equal-scores": "not run"}
@@ -188,91 +162,6 @@ def test_an_unknown_kernel_is_that_notebooks_problem_and_jobs_must_be_positive(t
     else:
         raise AssertionError("--jobs 0 was accepted")
     assert "--jobs must be at least 1, got 0" in capsys.readouterr().err
-
-
-def test_each_kernel_gets_its_share_of_the_cores():
-    assert [kernel_threads(jobs, cores=2) for jobs in (1, 2, 3)] == [2, 1, 1]
-    assert [kernel_threads(jobs, cores=16) for jobs in (1, 3, 16, 40)] == [16, 5, 1, 1]
-
-
-def test_the_process_that_runs_a_notebook_does_not_load_torch():
-    code = "import sys, lib.student; print('torch' in sys.modules)"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
-    assert done.stdout.strip() == "False"
-
-
-def _report(name: str, statuses: dict[str, str], mistakes: dict[str, str] | None = None, problems=()) -> GradeReport:
-    details = {
-        i: {"message": "", "feedback": m, "hint": "", "mistake": m, "cell": 3} for i, m in (mistakes or {}).items()
-    }
-    return GradeReport(f"{name}/01_one_attention_read.ipynb", name, dict(statuses), list(problems), details=details)
-
-
-def test_table_stays_narrow_and_names_its_columns_whatever_the_problems():
-    chapter_1 = [i for i in exercises() if i.startswith("1.")]
-    long_problems = [f"ValueError in cell {n}: " + "x" * 300 for n in range(5)]
-    reports = [
-        _report("a" * 40, dict.fromkeys(chapter_1, "correct"), problems=long_problems),
-        _report("bo", {**dict.fromkeys(chapter_1, "not run"), chapter_1[0]: "incorrect"}),
-    ]
-    table = format_table(reports)
-    lines = table.splitlines()
-    assert max(map(len, lines)) <= student.TABLE_WIDTH
-    assert lines[0].split()[: 2 + len(chapter_1)] == ["student", "notebook", *map(str, range(1, len(chapter_1) + 1))]
-    # the first row's problems wrap under their column, three lines at most, the last one cut
-    assert lines[2].startswith("aaa") and lines[3].startswith(" ") and lines[4].endswith("…")
-    bo = lines[5]
-    assert bo.split()[2 : 3 + len(chapter_1)] == ["✗", *["–"] * (len(chapter_1) - 1), f"0/{len(chapter_1)}"]
-    legend = " ".join(line for line in lines if line.startswith(("chapter 1:", "    ")))
-    assert [f"{n} {i}" in legend for n, i in enumerate(chapter_1, start=1)] == [True] * len(chapter_1)
-
-
-def test_class_summary_counts_the_share_correct_and_the_most_common_named_mistake():
-    reports = [
-        _report("a", {"1.equal-scores": "correct", "1.masked-read": "incorrect"}, {"1.masked-read": "flipped mask"}),
-        _report("b", {"1.equal-scores": "incorrect", "1.masked-read": "incorrect"}, {"1.masked-read": "flipped mask"}),
-        _report("c", {"1.equal-scores": "correct", "1.masked-read": "incorrect"}, {"1.masked-read": "after softmax"}),
-        _report("d", {"1.equal-scores": "not run"}),
-    ]
-    lines = class_summary(reports).splitlines()
-    assert lines[0] == "Class summary: 4 notebooks, 4 students"
-    by_id = {line.split()[0]: line.split(None, 3)[1:] for line in lines[2:]}
-    assert by_id["1.equal-scores"] == ["2/4", "50%", "—"]
-    assert by_id["1.masked-read"] == ["0/3", "0%", "2× flipped mask"]
-
-
-def test_gradebook_totals_each_student_over_their_notebooks(tmp_path):
-    reports = [
-        GradeReport("ada/01_a.ipynb", "ada", {"1.equal-scores": "correct", "1.masked-read": "incorrect"}),
-        GradeReport(
-            "ada/02_b.ipynb", "ada", {"2.score-shape": "correct"}, ["timed out in cell 3 (1 s for the notebook)"]
-        ),
-        GradeReport("bo/01_a.ipynb", "bo", {"1.equal-scores": "not attempted", "1.masked-read": "correct"}),
-    ]
-    write_csv(reports, tmp_path / "book.csv")
-    with open(tmp_path / "book.csv", newline="", encoding="utf-8") as file:
-        rows = list(csv.reader(file))
-    assert rows[0] == [
-        "student", "notebook", "1.equal-scores", "1.masked-read", "2.score-shape", "correct", "total",
-        "student correct", "student total", "problems",
-    ]  # fmt: skip
-    assert rows[1:] == [
-        ["ada", "01_a.ipynb", "correct", "incorrect", "", "1", "2", "2", "3", ""],
-        ["ada", "02_b.ipynb", "", "", "correct", "1", "1", "2", "3", "timed out in cell 3 (1 s for the notebook)"],
-        ["bo", "01_a.ipynb", "not attempted", "correct", "", "1", "2", "1", "2", ""],
-    ]
-
-
-def test_feedback_shows_an_answer_that_holds_backticks_whole():
-    told = check("1.equal-scores", [2, 0])
-    source = 'note = """```"""\nanswer = [2, 0]\ncheck("1.equal-scores", answer)'
-    report = _report("ada", {"1.equal-scores": "incorrect", "1.masked-read": "not attempted"})
-    report.details["1.equal-scores"] = {"message": told.message, "feedback": told.feedback, "hint": told.hint}
-    report.answers["1.equal-scores"] = (5, source)
-    text = student.feedback_markdown(report)
-    assert f"````python\n{source}\n````" in text
-    assert told.feedback and told.feedback in text and told.hint in text
-    assert "cell is not in the notebook" in text.split("1.masked-read")[1]
 
 
 class _Shell:
@@ -304,54 +193,81 @@ def test_check_signs_its_record_and_the_grader_verifies_exactly_that(monkeypatch
         "hint": told.hint,
     }
     assert record["mistake"] == getattr(told, "mistake", "")
-    assert student._genuine(record, key, "request-7")
-    assert not student._genuine(record, b"another run's key", "request-7")
-    assert not student._genuine(record, key, "request-8")  # shown again in another cell
+    assert gradebook._genuine(record, key, "request-7")
+    assert not gradebook._genuine(record, b"another run's key", "request-7")
+    assert not gradebook._genuine(record, key, "request-8")  # shown again in another cell
     for name, value in (("status", "correct"), ("id", "1.equal-scores"), ("mistake", "x"), ("request", "r")):
-        assert not student._genuine({**record, name: value}, key, "request-7"), name
-    assert not student._genuine({k: v for k, v in record.items() if k != "sig"}, key, "request-7")
+        assert not gradebook._genuine({**record, name: value}, key, "request-7"), name
+    assert not gradebook._genuine({k: v for k, v in record.items() if k != "sig"}, key, "request-7")
     monkeypatch.setattr(checks, "_RUN_KEY", b"")  # outside grading: no signature at all
     check("1.equal-scores", [1, 2])
     assert "sig" not in shown[1][RESULT_KEY]
 
 
-def _wait_for(condition, what: str, limit_s: float = 300.0) -> None:
-    import time
+def test_grade_notebook_reports_each_exercise(tmp_path):
+    path = write_notebook(
+        tmp_path / "ada" / "student.ipynb",
+        "check('1.equal-scores', [1, 2])",
+        "check('1.masked-read', [0, 4])",
+        "check('1.wider-variance', ...)",
+        "answer = undefined_name\ncheck('1.longer-query', answer)",
+    )
+    report = grade_notebook(path)
+    assert report.student == "ada"
+    # the first error is named with its cell, so a "not run" has its reason beside it
+    assert report.problems == ["NameError in cell 6: name 'undefined_name' is not defined"]
+    assert report.exercises == {
+        "1.equal-scores": "correct",
+        "1.masked-read": "incorrect",
+        "1.wider-variance": "not attempted",
+        "1.longer-query": "not run",
+    }
+    # what check() told the learner comes back with each status (the same as it says here)
+    told = check("1.masked-read", [0, 4])
+    assert report.details["1.masked-read"] == {
+        "message": told.message,
+        "feedback": told.feedback,
+        "hint": told.hint,
+        "mistake": getattr(told, "mistake", ""),
+        "cell": 4,
+    }
+    assert report.answers["1.masked-read"] == (4, "check('1.masked-read', [0, 4])")
 
-    deadline = time.monotonic() + limit_s
-    while not condition():
-        assert time.monotonic() < deadline, f"never saw {what}"
-        time.sleep(0.2)
+
+def test_exit_stops_grading_in_the_cell_that_called_it(tmp_path):
+    """exit() in a kernel does not raise: IPython shuts the kernel down a moment later, so
+    without this the notebook died in some later cell, or not at all, depending on timing."""
+    path = write_notebook(
+        tmp_path / "eve" / "ch.ipynb",
+        "check('1.equal-scores', [1, 2])",
+        "exit()",
+        "check('1.masked-read', [2, 0])",
+        "import time\ntime.sleep(1)\ncheck('1.wider-variance', [1024, 1 / 32])",
+    )
+    report = grade_notebook(path, time_limit=60)
+    assert report.problems == ["kernel stopped by exit() in cell 4"]
+    assert report.exercises == {"1.equal-scores": "correct", "1.masked-read": "not run", "1.wider-variance": "not run"}
 
 
-def test_an_interrupted_batch_leaves_no_grading_process_or_kernel_behind(tmp_path):
-    """What Ctrl-C does (grade_notebooks calls stop_grading on any interrupt): the grading
-    processes sit in sessions of their own, so the terminal's signal would not reach them."""
-    import threading
-
-    path = _write(tmp_path / "kai" / "ch.ipynb", SOLVED[0], "while True:\n    pass")
-    reports = []
-    batch = threading.Thread(target=lambda: reports.extend(student.grade_notebooks([path], 600, jobs=1)))
-    batch.start()
-
-    def looping() -> list[dict]:
-        running = list(student._RUNNING.values())
-        events = student._read_events(running[0]) if running else []
-        return events if any(event.get("start") == 3 for event in events) else []
-
-    _wait_for(looping, "the loop's cell start")
-    kernel = next(event for event in looping() if "kernel" in event)
-    student.stop_grading()
-    batch.join()
-    assert reports[0].problems == ["grading process killed by SIGKILL in cell 4"]
-    assert reports[0].exercises == {"1.equal-scores": "correct"}
-
-    def gone(pgid: int) -> bool:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return True
-        return False
-
-    _wait_for(lambda: gone(kernel["pgid"]), "the kernel's process group end")
-    assert student._RUNNING == {} and not student._STOPPING.is_set()  # the next batch grades as usual
+def test_a_deleted_exercise_still_counts_and_a_bare_path_names_the_student(tmp_path, monkeypatch):
+    """A chapter notebook (named NN_...) is graded on all of its chapter's exercises: deleting
+    the hard ones must not raise the score. Graded from inside the student's folder, the
+    student is still that folder's name."""
+    write_notebook(
+        tmp_path / "ada" / "01_one_attention_read.ipynb",
+        "check('1.equal-scores', [1, 2])",
+        "check('1.equal-score', [1, 2])  # a typo, or an id since renamed: not a column of its own",
+    )
+    monkeypatch.chdir(tmp_path / "ada")
+    report = grade_notebook(Path("01_one_attention_read.ipynb"), time_limit=60)
+    assert report.student == "ada"
+    assert report.problems == ["check() names no exercise of the book: '1.equal-score'"]
+    chapter_1 = [i for i in exercises() if i.startswith("1.")]
+    assert list(report.exercises) == chapter_1 and len(chapter_1) > 1
+    assert report.exercises["1.equal-scores"] == "correct"
+    assert {s for i, s in report.exercises.items() if i != "1.equal-scores"} == {"not attempted"}
+    assert (report.n_correct, report.as_dict()["total"]) == (1, len(chapter_1))
+    (tmp_path / "bo").mkdir()
+    (tmp_path / "bo" / "01_one_attention_read.ipynb").write_text("{not json")
+    unreadable = grade_notebook(tmp_path / "bo" / "01_one_attention_read.ipynb")
+    assert unreadable.problems[0].startswith("could not read") and unreadable.as_dict()["total"] == len(chapter_1)

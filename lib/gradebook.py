@@ -1,0 +1,291 @@
+"""Grading a class: each notebook executed afresh, and what check() said in that run collected.
+
+``grade_notebook`` executes a (student's) notebook and collects what each ``check`` call
+reported in that run. Every stored output is cleared first, and only a result record that
+``check`` signed with the key the grader made for this run, in the cell it shows in, counts:
+a copied or hand-made record is a problem line, never a mark. Each notebook runs in a
+grading process of its own (``lib.grading_process``), so nothing a notebook does stops the
+batch: an endless loop, a kernel that dies, exit(), a cell that kills its parent process, or
+a syntax error becomes that notebook's line in the report ("timed out in cell 12", "kernel
+died in cell 3", "kernel stopped by exit() in cell 4", "grading process killed by SIGKILL in
+cell 5", "syntax error in cell 5, line 2"), and so does the first error ("ImportError in
+cell 2: cannot import name 'chek' ..."), while grading goes on. The kernel runs in the
+notebook's own folder. A chapter's notebook (``01_....ipynb``) is graded on every exercise
+of its chapter, so one whose cell the student deleted reads "not attempted" and still
+counts; a ``check`` of an id the book does not have (a typo, a renamed exercise) is a
+problem line, not a column. ``lib.grade_reports`` turns the reports into a table, a class
+summary, a gradebook and feedback files; ``python -m lib.student grade`` does all of it.
+
+A notebook's student is the name of its folder (``submissions/ada/01_...ipynb`` is Ada's);
+cells are numbered from 1, counting markdown cells, as they appear in the notebook.
+"""
+
+from __future__ import annotations
+
+import copy
+import hmac
+import re
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from lib.grading_process import (
+    DEFAULT_TIME_LIMIT_S,
+    allow_grading,
+    available_cores,
+    kernel_threads,
+    stop_grading,
+    supervise,
+)
+
+__all__ = ["GradeReport", "grade_notebook", "grade_notebooks", "exercises", "NOT_RUN"]
+
+NOT_RUN = "not run"
+_SYNTAX_ERRORS = ("SyntaxError", "IndentationError", "TabError")
+_CHECK_CALL = re.compile(r"""\bcheck\(\s*["']([^"']+)["']""")
+
+
+def _checks():
+    import lib.checks
+
+    return lib.checks
+
+
+def exercises() -> dict:
+    """Every exercise in the book, by id (``lib.checks.exercises``)."""
+    return _checks().exercises()
+
+
+@dataclass
+class GradeReport:
+    """What grading one notebook found."""
+
+    notebook: str
+    student: str
+    exercises: dict[str, str] = field(default_factory=dict)  # id -> correct/incorrect/not attempted/not run
+    problems: list[str] = field(default_factory=list)  # "timed out in cell 12", "syntax error in cell 5, line 2"
+    seconds: float = 0.0
+    # id -> what check() told the learner in this run: message, feedback, hint, mistake (the
+    # feedback of the known wrong answer that fired, "" if none), cell (its number)
+    details: dict[str, dict] = field(default_factory=dict)
+    # id -> (cell number, source) of the exercise's cell: the learner's answer
+    answers: dict[str, tuple[int, str]] = field(default_factory=dict, repr=False)
+    executed: nbformat.NotebookNode | None = field(default=None, repr=False, compare=False)  # with this run's outputs
+
+    @property
+    def n_correct(self) -> int:
+        return sum(status == "correct" for status in self.exercises.values())
+
+    def as_dict(self) -> dict:
+        fields = ("notebook", "student", "exercises", "problems", "seconds", "details")
+        return {
+            **{name: getattr(self, name) for name in fields},
+            "correct": self.n_correct,
+            "total": len(self.exercises),
+        }
+
+
+def _chapter_exercises(notebook_path: Path) -> list[str]:
+    """The ids of the chapter a notebook's name starts with ("01_....ipynb": chapter 1's), so
+    that an exercise whose cell the student deleted is still a column, and still counts."""
+    match = re.match(r"(\d+)_", Path(notebook_path).name)
+    if not match:
+        return []
+    chapter = str(int(match.group(1)))
+    return [i for i in exercises() if i.split(".")[0] == chapter]
+
+
+def _cleared(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """A copy with every stored output and execution count removed: only this run's count."""
+    notebook = copy.deepcopy(notebook)
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+    return notebook
+
+
+def _genuine(record, key: bytes, request: str) -> bool:
+    """Whether a result record was made by check() in this run, in the cell it shows in
+    (``request``: the id of the request that ran that cell)."""
+    checks = _checks()
+    if not isinstance(record, dict) or not isinstance(record.get("sig"), str):
+        return False
+    try:
+        expected = checks.record_signature(record, key)
+    except (TypeError, ValueError):
+        return False
+    return (
+        hmac.compare_digest(record["sig"], expected)
+        and bool(request)
+        and record.get("request") == request
+        and isinstance(record.get("id"), str)
+        and record.get("status") in (checks.CORRECT, checks.INCORRECT, checks.NOT_ATTEMPTED)
+    )
+
+
+def _short_error(text: str) -> str:
+    """An exception's text on one line, without the file it came from: "cannot import name
+    'chek' from 'lib.checks'" rather than "... (/home/.../lib/checks.py)"."""
+    text = re.sub(r"\s*\((?:/|[A-Za-z]:\\)[^()]*\)\s*$", "", " ".join(str(text).split()))
+    return text if len(text) <= 120 else text[:119] + "…"
+
+
+def _error_problems(notebook: nbformat.NotebookNode) -> list[str]:
+    """Every syntax error with its cell and line, and the first other error with its cell
+    ("ImportError in cell 2: cannot import name 'chek' from 'lib.checks'"), in cell order."""
+    problems: list[tuple[int, str]] = []
+    others: list[tuple[int, dict]] = []
+    for number, cell in enumerate(notebook.cells, start=1):
+        error = next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"), None)
+        if error is None:
+            continue
+        if error.get("ename") in _SYNTAX_ERRORS:
+            match = re.search(r"line (\d+)", " ".join(error.get("traceback", [])))
+            where = f", line {match.group(1)}" if match else ""
+            detail = re.sub(r"\s*\([^()]*, line \d+\)", "", error.get("evalue", ""))  # drop "(12345.py, line 3)"
+            problems.append((number, f"syntax error in cell {number}{where}: {detail}".rstrip(": ")))
+        else:
+            others.append((number, error))
+    if others:
+        number, error = others[0]
+        text = f"{error.get('ename', 'error')} in cell {number}: {_short_error(error.get('evalue', ''))}".rstrip(": ")
+        if len(others) > 1:
+            text += f" (and {len(others) - 1} more cell{'s' if len(others) > 2 else ''} raised an error)"
+        problems.append((number, text))
+    return [text for _, text in sorted(problems, key=lambda item: item[0])]
+
+
+def _cells_text(numbers: list[int]) -> str:
+    unique = list(dict.fromkeys(numbers))
+    return f"cell{'s' if len(unique) > 1 else ''} {', '.join(map(str, unique))}"
+
+
+def grade_notebook(
+    notebook_path: Path,
+    time_limit: float = DEFAULT_TIME_LIMIT_S,
+    *,
+    student: str | None = None,
+    kernel_name: str | None = None,
+    threads: int | None = None,
+) -> GradeReport:
+    """Execute the notebook in its own folder and report what each check() call said.
+
+    Every stored output is cleared first, and only a result record that check() signed in
+    this run, with the key made for it, counts; a record it cannot verify (copied from an
+    earlier run, or made by hand) is a problem line. The notebook runs in a grading process
+    of its own, with the grader's Python kernel (``kernel_name`` chooses another) and
+    ``threads`` torch/OpenMP threads, so whatever it does (kill its parent, loop, exit) ends
+    that process, never the caller. A cell that raises does not stop the run: the first
+    error is named with its cell, and so is every syntax error. If the notebook runs past
+    ``time_limit`` seconds (all cells together) or its kernel dies, the run stops there and
+    the report says in which cell; exercises whose check() never reported read "not run".
+    Never raises on a student's notebook.
+    """
+    checks = _checks()
+    notebook_path = Path(notebook_path)
+    # the folder's own name even for a bare "01_....ipynb" (whose parent is ".")
+    report = GradeReport(str(notebook_path), student if student is not None else notebook_path.absolute().parent.name)
+    # every exercise of the chapter counts, even one whose cell was deleted (or an unreadable file's)
+    report.exercises = dict.fromkeys(_chapter_exercises(notebook_path), checks.NOT_ATTEMPTED)
+    start = time.monotonic()
+    try:
+        notebook = _cleared(nbformat.read(notebook_path, as_version=4))
+    except Exception as error:  # an unreadable file is that notebook's line in the report
+        report.problems.append(f"could not read the notebook ({type(error).__name__}: {error})"[:200])
+        return report
+    for number, cell in enumerate(notebook.cells, start=1):
+        if cell.cell_type == "code":
+            for exercise_id in _CHECK_CALL.findall(cell.source):
+                report.exercises[exercise_id] = NOT_RUN
+                report.answers.setdefault(exercise_id, (number, cell.source))
+    key = secrets.token_hex(32)
+    try:
+        events, process_problems = supervise(
+            notebook, notebook_path.resolve().parent, time_limit, kernel_name, threads, key
+        )
+    except Exception as error:  # e.g. no room for the temporary folder: this notebook's line says so
+        report.problems.append(f"could not run the notebook ({type(error).__name__}: {error})"[:200])
+        report.seconds = round(time.monotonic() - start, 1)
+        return report
+    stops, requests = [], {}
+    for event in events:
+        if "ran" in event and 0 <= event["ran"] < len(notebook.cells):
+            cell = notebook.cells[event["ran"]]
+            cell.outputs = [nbformat.from_dict(output) for output in event.get("outputs", [])]
+            cell.execution_count = event.get("execution_count")
+            requests[event["ran"]] = str(event.get("request", ""))
+        elif "problem" in event:
+            stops.append(event["problem"])
+    report.executed = notebook
+    report.problems += _error_problems(notebook) + stops + process_problems
+    forged: list[int] = []
+    for index, cell in enumerate(notebook.cells):
+        number = index + 1
+        for output in cell.get("outputs", []):
+            record = output.get("metadata", {}).get(checks.RESULT_KEY)
+            if record is None:
+                continue
+            if not _genuine(record, key.encode(), requests.get(index, "")):
+                forged.append(number)
+                continue
+            report.exercises[record["id"]] = record["status"]
+            report.details[record["id"]] = {
+                **{name: str(record.get(name) or "") for name in ("message", "feedback", "hint", "mistake")},
+                "cell": number,
+            }
+    if forged:
+        many = len(forged) > 1
+        report.problems.append(
+            f"{len(forged)} result record{'s' if many else ''} in {_cells_text(forged)} not made by check() in this "
+            f"run (copied or forged): not counted"
+        )
+    # An id the book does not have (a typo, or an exercise since renamed) is no column and does
+    # not count: the report says so instead.
+    known = exercises()
+    for unknown in [i for i in report.exercises if i not in known]:
+        del report.exercises[unknown]
+        report.details.pop(unknown, None)
+        report.problems.append(f"check() names no exercise of the book: {unknown!r}")
+    report.seconds = round(time.monotonic() - start, 1)
+    return report
+
+
+def grade_notebooks(
+    paths: Sequence[Path],
+    time_limit: float = DEFAULT_TIME_LIMIT_S,
+    *,
+    jobs: int | None = None,
+    kernel_name: str | None = None,
+    on_report: Callable[[GradeReport], None] | None = None,
+) -> list[GradeReport]:
+    """Grade every notebook, ``jobs`` at a time (default: one per core), each kernel with its
+    share of the cores in threads. Returns the reports in the order of ``paths``;
+    ``on_report`` sees each as soon as it is done."""
+    jobs = jobs or available_cores()
+    if jobs < 1:
+        raise ValueError(f"jobs must be at least 1, got {jobs}")
+    threads = kernel_threads(jobs)
+    exercises()  # load the book once, before the threads
+    allow_grading()
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
+        futures = [
+            pool.submit(grade_notebook, path, time_limit, kernel_name=kernel_name, threads=threads) for path in paths
+        ]
+        for future in as_completed(futures):
+            if on_report is not None:
+                on_report(future.result())
+        return [future.result() for future in futures]
+    except BaseException:  # Ctrl-C: no notebook goes on running, and no kernel is left behind
+        pool.shutdown(wait=False, cancel_futures=True)
+        stop_grading()
+        raise
+    finally:
+        pool.shutdown(wait=True)
+        allow_grading()  # every thread is done: the next batch may start grading processes

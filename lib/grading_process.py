@@ -1,0 +1,271 @@
+"""The grading process: one notebook run in a kernel of its own, supervised (used by ``lib.gradebook``).
+
+Nothing a notebook does may stop the batch it is graded in: an endless loop, a kernel that
+dies, ``exit()``, even a cell that kills its parent process. So each notebook runs in a
+process of its own (``run_cells``), in a session of its own, which writes what happens to an
+events file as it happens, one JSON object a line: the kernel's process, each cell as it
+starts and its outputs once it ran, why the run stopped. The supervisor (``supervise``) waits
+for it (the time limit plus a margin at most), reads how far it got even when the process
+was killed, and names what went wrong ("grading process killed by SIGKILL in cell 5"). The
+kernel is the grader's own Python, whatever kernelspec the notebook names, and imports this
+checkout's ``lib`` first; it gets the run's signing key in its environment, and ``lib.checks``
+takes it from there before the first cell runs. ``stop_grading`` ends every grading process
+running now and its kernel (what Ctrl-C does).
+
+This module imports neither torch nor ``lib.checks``, so the process starts in a second less.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+
+__all__ = ["DEFAULT_TIME_LIMIT_S", "run_cells", "supervise", "stop_grading", "allow_grading"]
+__all__ += ["kernel_threads", "available_cores"]
+
+DEFAULT_TIME_LIMIT_S = 180.0  # per notebook: a chapter runs in well under a minute
+# The grading process gets this long beyond the time limit (to start, then to stop, its
+# kernel on a busy machine) before its supervisor stops it.
+_SUPERVISOR_MARGIN_S = 60.0
+_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+_GRADER_KERNEL = "lib-student-grader"
+# The process that runs one notebook imports this module alone, without lib.checks (and torch
+# with it): it starts in about a second less, once per notebook.
+_WORKER = "import sys; from lib.grading_process import run_cells; raise SystemExit(run_cells(*sys.argv[1:]))"
+_LIBRARY_ROOT = Path(__file__).resolve().parent.parent  # the folder that holds `lib`
+
+
+def available_cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def kernel_threads(jobs: int, cores: int | None = None) -> int:
+    """Threads for each kernel when ``jobs`` run at once: the cores shared out, at least one,
+    so that two kernels on two cores do not each start two threads and wait on each other."""
+    return max(1, (cores or available_cores()) // jobs)
+
+
+def run_cells(notebook_path: str, events_path: str, workdir: str, time_limit: str, kernel_name: str, spec_dir: str):
+    """Run a notebook's code cells in order in a fresh kernel, in ``workdir``, and write what
+    happens to ``events_path`` as it happens, one JSON object a line: the kernel's process
+    ({"kernel": pid, "pgid": ...}), each cell as it starts ({"start": index}) and its outputs
+    once it ran ({"ran": index, ...}), why the run stopped ({"problem": ...}), and
+    {"finished": true}. The supervisor reads how far it got even if the notebook kills this
+    process. Runs in its own process (``supervise`` starts it); returns the exit status."""
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+    limit = float(time_limit)
+    notebook = nbformat.read(notebook_path, as_version=4)
+    exited: list[int] = []  # cells that called exit(): IPython then shuts the kernel down, a moment later
+    requests: dict[int, str] = {}  # cell index -> the id of the request that ran it (check() signs it)
+
+    def on_cell_executed(cell, cell_index: int, execute_reply: dict) -> None:
+        requests[cell_index] = str((execute_reply or {}).get("parent_header", {}).get("msg_id", ""))
+        payloads = (execute_reply or {}).get("content", {}).get("payload", [])
+        if any(p.get("source") == "ask_exit" and not p.get("keepkernel") for p in payloads):
+            exited.append(cell_index)
+
+    options = {
+        "timeout": max(1, int(limit)),
+        "allow_errors": True,
+        "interrupt_on_timeout": False,
+        "record_timing": False,
+        "shutdown_kernel": "immediate",
+        "on_cell_executed": on_cell_executed,
+        "resources": {"metadata": {"path": workdir}},
+    }
+    if kernel_name:
+        client = NotebookClient(notebook, kernel_name=kernel_name, **options)
+    else:  # the grader's own Python, whatever kernel the notebook was saved with
+        from jupyter_client.kernelspec import KernelSpecManager
+        from jupyter_client.manager import AsyncKernelManager
+
+        specs = KernelSpecManager(kernel_dirs=[spec_dir], ensure_native_kernel=False)
+        client = NotebookClient(
+            notebook, km=AsyncKernelManager(kernel_name=_GRADER_KERNEL, kernel_spec_manager=specs), **options
+        )
+    with open(events_path, "a", encoding="utf-8") as events:
+
+        def emit(**event) -> None:
+            events.write(json.dumps(event) + "\n")
+            events.flush()
+
+        def timed_out(number: int) -> None:
+            emit(problem=f"timed out in cell {number} ({limit:g} s for the notebook)")
+
+        try:
+            with client.setup_kernel():
+                provisioner = getattr(client.km, "provisioner", None)
+                emit(kernel=getattr(provisioner, "pid", None), pgid=getattr(provisioner, "pgid", None))
+                start = time.monotonic()  # the limit is the cells' time: a slow kernel start costs the learner nothing
+                for index, cell in enumerate(notebook.cells):
+                    if cell.cell_type != "code":
+                        continue
+                    number = index + 1
+                    remaining = limit - (time.monotonic() - start)
+                    if remaining <= 0:
+                        timed_out(number)
+                        break
+                    client.timeout = max(1, int(remaining + 0.999))
+                    emit(start=index)
+                    stop = None
+                    try:
+                        client.execute_cell(cell, index)
+                    except CellTimeoutError:
+                        stop = f"timed out in cell {number} ({limit:g} s for the notebook)"
+                    except DeadKernelError:
+                        stop = f"kernel died in cell {number}"
+                    if exited and stop is None:  # stop here, as Jupyter would: what ran after it depended on timing
+                        stop = f"kernel stopped by exit() in cell {number}"
+                    emit(
+                        ran=index,
+                        request=requests.get(index, ""),
+                        execution_count=cell.get("execution_count"),
+                        outputs=cell.get("outputs", []),
+                    )
+                    if stop:
+                        emit(problem=stop)
+                        break
+        except DeadKernelError:
+            emit(problem="kernel died")
+        except Exception as error:  # e.g. the kernel would not start: that notebook's line says why
+            emit(problem=f"could not run the notebook ({type(error).__name__}: {error})"[:200])
+        emit(finished=True)
+    return 0
+
+
+def _write_grader_kernel(spec_dir: Path) -> None:
+    """A kernelspec for the grader's own Python. Its kernel imports this checkout's lib first
+    (so a notebook's folder cannot bring another), and lib.checks with it, which takes the
+    run's key from the environment before the first cell runs."""
+    setup = f"import sys; sys.path.insert(0, {str(_LIBRARY_ROOT)!r}); import lib.checks"
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}", f"--IPKernelApp.exec_lines={setup}"]
+    folder = spec_dir / _GRADER_KERNEL
+    folder.mkdir(parents=True)
+    spec = {"argv": argv, "display_name": "Python (lib.student grader)", "language": "python"}
+    (folder / "kernel.json").write_text(json.dumps(spec))
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+# The grading processes running now (pid -> its events file), so that an interrupted batch
+# (Ctrl-C) stops them and their kernels, which sit in sessions of their own and do not get it.
+_RUNNING: dict[int, Path] = {}
+_RUNNING_LOCK = threading.Lock()
+_STOPPING = threading.Event()
+
+
+def _read_events(path: Path) -> list[dict]:
+    events = []
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return events
+    for line in lines:
+        try:
+            events.append(json.loads(line))
+        except ValueError:  # a line cut off when the process was killed
+            continue
+    return events
+
+
+def allow_grading() -> None:
+    """Let grading processes start again once an interrupted batch has ended."""
+    _STOPPING.clear()
+
+
+def stop_grading() -> None:
+    """Stop every grading process that is running, and its kernel, and start no more
+    until the batch running now has ended (``grade_notebooks`` calls this when it is
+    interrupted)."""
+    with _RUNNING_LOCK:
+        _STOPPING.set()
+        running = dict(_RUNNING)
+    for pid, events_path in running.items():
+        _kill_group(pid)
+        for event in _read_events(events_path):
+            if "kernel" in event:
+                _kill_group(event.get("pgid"))
+
+
+def _kill_group(pgid: int | None) -> None:
+    if pgid and hasattr(os, "killpg"):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def supervise(
+    notebook: nbformat.NotebookNode,
+    workdir: Path,
+    time_limit: float,
+    kernel_name: str | None,
+    threads: int | None,
+    key: str,
+) -> tuple[list[dict], list[str]]:
+    """Run the notebook in a grading process of its own and wait for it (the time limit plus
+    a margin at most). Returns its events, and what went wrong with the process itself."""
+    with tempfile.TemporaryDirectory(prefix="lib-student-") as tmp:
+        tmp = Path(tmp)
+        source, events_path, log_path = tmp / "notebook.ipynb", tmp / "events.jsonl", tmp / "log.txt"
+        nbformat.write(notebook, source)
+        events_path.touch()
+        _write_grader_kernel(tmp / "kernels")
+        from lib.checks import RUN_KEY_ENV  # only here: the worker process must not import lib.checks
+
+        env = {**os.environ, RUN_KEY_ENV: key}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_LIBRARY_ROOT), os.environ.get("PYTHONPATH")]))
+        if threads:
+            env.update(dict.fromkeys(_THREAD_VARIABLES, str(threads)))
+        command = [sys.executable, "-c", _WORKER, str(source), str(events_path), str(workdir), repr(float(time_limit))]
+        command += [kernel_name or "", str(tmp / "kernels")]
+        overran = False
+        with open(log_path, "wb") as log, _RUNNING_LOCK:
+            if _STOPPING.is_set():
+                raise RuntimeError("grading was interrupted")
+            worker = subprocess.Popen(
+                command, cwd=tmp, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+            _RUNNING[worker.pid] = events_path
+        try:
+            status = worker.wait(timeout=time_limit + _SUPERVISOR_MARGIN_S)
+        except subprocess.TimeoutExpired:  # stopped, or stuck: the notebook had its time
+            _kill_group(worker.pid)
+            status, overran = worker.wait(), True
+        finally:
+            with _RUNNING_LOCK:
+                _RUNNING.pop(worker.pid, None)
+        events = _read_events(events_path)
+        log_tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] if log_path.exists() else []
+    kernel = next((event for event in events if "kernel" in event), {})
+    _kill_group(kernel.get("pgid"))  # the kernel, and whatever the notebook started, is gone when grading is
+    problems: list[str] = []
+    if not any(event.get("finished") for event in events):
+        started = [event["start"] for event in events if "start" in event]
+        where = f" in cell {started[-1] + 1}" if started else ""
+        if overran:
+            problems.append(f"timed out{where} (grading stopped after {time_limit + _SUPERVISOR_MARGIN_S:g} s)")
+        elif status < 0:
+            problems.append(f"grading process killed by {_signal_name(-status)}{where}")
+        else:
+            detail = f": {log_tail[0]}" if log_tail else ""
+            problems.append(f"grading process failed{where} (exit status {status}){detail}"[:200])
+    return events, problems

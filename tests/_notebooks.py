@@ -1,0 +1,37 @@
+"""Small student notebooks for the grading tests, written to a temporary folder."""
+
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from lib.checks import RESULT_KEY
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAPTER_1 = ROOT / "chapters" / "01_one_attention_read.ipynb"
+SOLVED = ("check('1.equal-scores', [1, 2])", "check('1.wider-variance', [1024, 1 / 32])")
+
+
+def stored_record(exercise_id: str, sig: str | None = None) -> dict:
+    """A display output as an earlier run of check() stored it (correct, and signed or not)."""
+    record = {"id": exercise_id, "status": "correct", "cell": 3, "mistake": "", "message": "right"}
+    if sig is not None:
+        record["sig"] = sig
+    return new_output("display_data", data={"text/plain": f"[{exercise_id}] ✓ correct"}, metadata={RESULT_KEY: record})
+
+
+def write_notebook(path: Path, *sources: str, kernel: str = "python3", stored: bool = False) -> Path:
+    """A student's notebook: a markdown cell, the import (cell 2), then one code cell per source.
+    ``stored`` gives each check() cell the output of a correct result, as a solved run leaves it."""
+    cells = [new_markdown_cell("# a student's notebook"), new_code_cell("from lib.checks import check")]
+    for source in sources:
+        cell = new_code_cell(source)
+        if stored and "check(" in source:
+            cell.outputs = [stored_record(source.split("'")[1], sig="0" * 64)]
+            cell.execution_count = len(cells)
+        cells.append(cell)
+    notebook = new_notebook(cells=cells)
+    notebook.metadata["kernelspec"] = {"name": kernel, "display_name": kernel, "language": "python"}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, path)
+    return path
