@@ -7,6 +7,8 @@ One common pre-norm block reads
 
 and the post-norm block of "Attention Is All You Need" (Vaswani et al., 2017) normalizes
 after each addition instead: U = Norm1(X + Attention(X)), Y = Norm2(U + FFN(U)).
+How the two placements treat the residual stream and the gradients of a fresh stack is
+``lib.stack_diagnostics``.
 
 Shape letters used in the comments:
     B    batch                 N    tokens (positions)
@@ -22,7 +24,6 @@ kernel its module calls; the tests check that the two agree, outputs and gradien
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
@@ -44,8 +45,6 @@ __all__ = [
     "FeedForward",
     "SwiGLU",
     "Block",
-    "StackDiagnostics",
-    "diagnose_stack",
 ]
 
 NORMS = ("layer", "rms")
@@ -369,35 +368,3 @@ class Block(nn.Module):
         block.ffn.up_proj.load_state_dict(layer.linear1.state_dict())
         block.ffn.down_proj.load_state_dict(layer.linear2.state_dict())
         return block.train(layer.training)
-
-
-# --- Pre-norm vs post-norm at initialization ---------------------------------------------
-@dataclass
-class StackDiagnostics:
-    grad_norms: list[float]  # per block, input side first: ‖∂loss/∂θ‖ over the block's parameters
-    stream_rms: list[float]  # per block: root mean square of the residual stream after it
-
-
-def diagnose_stack(
-    n_layers: int = 24, *, norm_first: bool, d_model: int = 64, n_heads: int = 4, tokens: int = 32, seed: int = 0
-) -> StackDiagnostics:
-    """One backward pass through a freshly initialized causal stack, recording per block the
-    gradient norm of its parameters and the scale of the residual stream it hands on.
-
-    The loss is the mean squared error of the stack's output, through a final LayerNorm
-    for pre-norm (post-norm's last block already ends in one), against a random target.
-    Global RNG state is left as it was.
-    """
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        blocks = nn.ModuleList(Block(d_model, n_heads, norm_first=norm_first) for _ in range(n_layers))
-        final = make_norm("layer", d_model) if norm_first else nn.Identity()
-        x = torch.randn(8, tokens, d_model)  # (B, N, d): unit-scale token embeddings
-        target = torch.randn(8, tokens, d_model)  # (B, N, d)
-    stream_rms = []
-    for block in blocks:
-        x = block(x, is_causal=True)  # (B, N, d)
-        stream_rms.append(x.detach().pow(2).mean().sqrt().item())
-    F.mse_loss(final(x), target).backward()
-    grad_norms = [math.sqrt(sum(p.grad.pow(2).sum().item() for p in block.parameters())) for block in blocks]
-    return StackDiagnostics(grad_norms, stream_rms)

@@ -1,4 +1,4 @@
-"""lib.heads: chapter 2's shape table, hand-built heads and precision comparison."""
+"""lib.heads: chapter 2's shape table, hand-built heads, KV and head-count costs."""
 
 import matplotlib
 import pytest
@@ -11,9 +11,7 @@ from lib.heads import (
     head_weights,
     kv_parameter_table,
     plot_head_weights,
-    precision_comparison,
     reshape_steps,
-    sdpa_backends,
     shape_table,
     toy_sentence_heads,
 )
@@ -70,23 +68,6 @@ def test_kv_parameter_table_counts_against_nn_linear():
     for row in rows:
         reference = 2 * sum(p.numel() for p in nn.Linear(64, row.n_kv_heads * 8, bias=False).parameters())
         assert row.kv_params == reference and row.k_shape == (2, row.n_kv_heads, 16, 8)
-
-
-def test_precision_rows_within_tolerance_and_ordered():
-    rows = precision_comparison(tokens=16, head_dim=8)
-    assert [row.dtype for row in rows] == ["float32", "float16", "bfloat16"]
-    assert all(row.within for row in rows)
-    # lower precision, larger error: the tolerances must follow the formats
-    assert rows[0].ours_error < rows[1].ours_error < rows[2].ours_error
-
-
-def test_sdpa_backends_always_offer_the_math_fallback():
-    q = torch.randn(1, 2, 4, 8)
-    verdicts = sdpa_backends(q, q, q, is_causal=True)
-    assert set(verdicts) == {"flash_attention", "efficient_attention", "cudnn_attention", "math"}
-    assert verdicts["math"] is True
-    if not torch.cuda.is_available():
-        assert verdicts["efficient_attention"] is False and verdicts["cudnn_attention"] is False
 
 
 def test_projection_shape_table_tells_every_letter_apart():
@@ -147,20 +128,3 @@ def test_head_cost_is_the_same_for_every_head_count():
     assert {row.projection_flops for row in rows} == {2 * batch * tokens * 4 * d * d}
     # the weights are not free: one tokens × tokens matrix per sequence and head
     assert [row.weight_elements for row in rows] == [batch * h * tokens * tokens for h in (1, 3, 8)]
-
-
-def test_fused_and_plain_agree_in_outputs_and_gradients():
-    from lib.heads import fused_vs_plain
-
-    torch.manual_seed(0)
-    module = MultiHeadAttention(32, 4)
-    result = fused_vs_plain(module, torch.randn(2, 6, 32))
-    assert module.fused is True
-    assert result.output_diff < 1e-5 and result.input_grad_diff < 1e-5 and result.weight_grad_diff < 1e-5
-    assert all(p.grad is None or not p.grad.any() for p in module.parameters())
-
-
-def test_precision_rows_report_the_size_of_the_outputs():
-    rows = precision_comparison(tokens=16, head_dim=8)
-    assert len({row.largest_output for row in rows}) == 1
-    assert 0 < rows[0].mean_output <= rows[0].largest_output

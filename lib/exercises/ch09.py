@@ -12,10 +12,11 @@ import math
 
 import torch
 
-from lib.capstone import sampling_probabilities, uniform_loss
+from lib.capstone import sampling_probabilities
 from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswer
 from lib.gpt import GPTConfig, count_parameters
 from lib.kv_cache import kv_cache_bytes
+from lib.ngram import uniform_loss
 
 # 9.parameters: a model the chapter does not train.
 _CONFIG = GPTConfig(vocab_size=1000, n_layers=2, d_model=64, n_heads=8, n_kv_heads=2, hidden=160)
