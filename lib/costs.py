@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
+from lib.validation import positive_int
+
 MIB, GIB = 2**20, 2**30
 
 
@@ -196,10 +198,8 @@ def block_weights(
     With f = 4d and no GQA that is 4d² + 8d² = 12d², so a forward pass over N tokens costs
     2 · 12d² · N = 24Nd² FLOPs in its matrices: chapter 5's linear term.
     """
-    for name, value in (("d_model", d_model), ("n_heads", n_heads)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"block_weights: {name} must be a positive integer, got {value!r}")
-    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    d_model, n_heads = positive_int("block_weights: d_model", d_model), positive_int("block_weights: n_heads", n_heads)
+    n_kv_heads = n_heads if n_kv_heads is None else positive_int("block_weights: n_kv_heads", n_kv_heads)
     if d_model % n_heads or n_kv_heads < 1 or n_heads % n_kv_heads:
         raise ValueError(
             f"block_weights: need n_heads | d_model and n_kv_heads | n_heads, got d_model={d_model}, "

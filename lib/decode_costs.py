@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lib.kv_cache import kv_cache_bytes
+from lib.validation import positive_int
 
 __all__ = ["DecodeStep", "decode_step", "quantized_weight_bytes"]
 
@@ -59,10 +60,10 @@ def decode_step(
     sequence (the embedding lookup does none, which this ignores), and each of the H query
     heads of each layer scores C keys (2·D per key) and mixes C values (2·D per value).
     """
-    for name, value in (("params", params), ("layers", layers), ("n_heads", n_heads), ("kv_heads", kv_heads),
-                        ("head_dim", head_dim), ("context", context), ("batch", batch)):  # fmt: skip
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"decode_step: {name} must be a positive integer, got {value!r}")
+    sizes = {"params": params, "layers": layers, "n_heads": n_heads, "kv_heads": kv_heads, "head_dim": head_dim,
+             "context": context, "batch": batch}  # fmt: skip
+    sizes = {name: positive_int(f"decode_step: {name}", value) for name, value in sizes.items()}
+    params, layers, n_heads, kv_heads, head_dim, context, batch = sizes.values()
     if n_heads % kv_heads:
         raise ValueError(f"decode_step: n_heads={n_heads} is not a multiple of kv_heads={kv_heads}")
     kv = kv_cache_bytes(layers=layers, batch=batch, seq_len=context, kv_heads=kv_heads, head_dim=head_dim,

@@ -24,6 +24,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from lib.validation import is_integer
 from lib.vit import MeanPoolViT, ViT
 
 __all__ = [
@@ -289,7 +290,7 @@ def shifted(images: torch.Tensor, dx: int) -> torch.Tensor:
     """
     if images.ndim != 4:
         raise ValueError(f"images must have shape (B, C, H, W), got {tuple(images.shape)}")
-    if isinstance(dx, bool) or not isinstance(dx, int) or not 0 <= dx < images.shape[-1]:
+    if not is_integer(dx) or not 0 <= dx < images.shape[-1]:
         raise ValueError(f"dx must be an integer in 0..{images.shape[-1] - 1} (the width W - 1), got {dx!r}")
     background = images.amin(dim=(1, 2, 3), keepdim=True).expand_as(images)  # (B, C, H, W)
     out = background.clone()

@@ -165,8 +165,7 @@ class NGramCounts:
     """
 
     def __init__(self, train_ids: torch.Tensor, vocab_size: int, max_order: int) -> None:
-        if isinstance(max_order, bool) or not isinstance(max_order, int) or max_order < 1:
-            raise ValueError(f"max_order must be a positive integer, got {max_order!r}")
+        max_order = positive_int("max_order", max_order)
         ids = _check_stream("train_ids", train_ids, vocab_size).tolist()
         self.vocab_size, self.max_order, self.n_train = vocab_size, max_order, len(ids)
         self.table: list[dict[tuple[int, ...], dict[int, int]]] = [{} for _ in range(max_order + 1)]

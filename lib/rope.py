@@ -290,8 +290,7 @@ def interleaved_to_half(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
     """
     if not isinstance(weight, torch.Tensor) or weight.ndim != 2:
         raise ValueError(f"weight must be a 2-D (H·D, C) tensor, got {getattr(weight, 'shape', type(weight))}")
-    if isinstance(n_heads, bool) or not isinstance(n_heads, numbers.Integral) or n_heads < 1:
-        raise ValueError(f"n_heads must be a positive integer, got {n_heads!r}")
+    n_heads = positive_int("n_heads", n_heads)
     rows, columns = weight.shape
     if rows % n_heads or (rows // n_heads) % 2:
         raise ValueError(

@@ -30,6 +30,7 @@ import torch
 
 from lib.gpt import GPT
 from lib.kv_cache import CacheFullError, KVCache, PagedKVCache, blocks_needed, kv_cache_bytes
+from lib.validation import positive_int
 
 __all__ = [
     "Request",
@@ -301,8 +302,7 @@ def mean_pool_kv_heads(model: GPT, n_kv_heads: int) -> GPT:
     head then reads the pooled head of its group. Nothing else changes, and nothing is trained.
     """
     config = model.config
-    if isinstance(n_kv_heads, bool) or not isinstance(n_kv_heads, int) or n_kv_heads < 1:
-        raise ValueError(f"n_kv_heads must be a positive integer, got {n_kv_heads!r}")
+    n_kv_heads = positive_int("n_kv_heads", n_kv_heads)
     if config.n_kv_heads % n_kv_heads:
         raise ValueError(f"n_kv_heads={n_kv_heads} must divide the model's n_kv_heads={config.n_kv_heads}")
     pooled_config = dataclasses.replace(config, n_kv_heads=n_kv_heads)

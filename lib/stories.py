@@ -133,8 +133,7 @@ def tiny_stories_nats(n_paragraphs: int, seed: int = 0) -> list[tuple[str, float
     counted once, as 2/4. The mean of these over many paragraphs, divided by the tokens
     they take, is the entropy floor: no model of this text can score a lower expected loss.
     """
-    if isinstance(n_paragraphs, bool) or not isinstance(n_paragraphs, int) or n_paragraphs < 1:
-        raise ValueError(f"n_paragraphs must be a positive integer, got {n_paragraphs!r}")
+    n_paragraphs = positive_int("n_paragraphs", n_paragraphs)
     rng = _Recorder(seed)
     kinds = (story, story, agreement, counting)
     out = []
