@@ -6,7 +6,7 @@ An exercise is declared once (see ``lib/exercises/``, one module per chapter) as
     * a ``FunctionExercise`` has a reference function and hidden cases; each case says
       what a function that fails it has probably got wrong.
 ``lib.grading`` holds how an answer is graded (the book's tolerance policy, the hidden cases);
-this module finds the exercise, shows the result, and records it for ``lib.gradebook`` to read.
+this module finds the exercise, shows the result, and records it for ``lib.batch_grading`` to read.
 
 ``check`` never raises on what a learner types, and never hangs: a placeholder ``...`` reads
 "not attempted", text or a list of the wrong length gets a message that says what was expected,
@@ -52,7 +52,7 @@ from lib.safe_call import GradingTimeout, describe_error
 __all__ = ["check", "grade", "exercises", "CheckResult", "CORRECT", "INCORRECT", "NOT_ATTEMPTED"]
 __all__ += ["Case", "FunctionExercise", "ValueExercise", "WrongAnswer"]
 
-RESULT_KEY = "lib.checks"  # display metadata under which a notebook records each result (lib.gradebook reads it)
+RESULT_KEY = "lib.checks"  # display metadata under which a notebook records each result (lib.batch_grading reads it)
 
 
 def exercises() -> dict[str, Exercise]:
@@ -138,7 +138,7 @@ def _unknown_id_message(exercise_id: str) -> str:
 
 
 def _show(result: CheckResult) -> None:
-    """Show the result; in a kernel, with the record lib.gradebook reads under RESULT_KEY:
+    """Show the result; in a kernel, with the record lib.batch_grading reads under RESULT_KEY:
     which exercise, its status, the cell (its execution count, and the id of the request
     that ran it), which known wrong answer fired and what the learner was told, signed with
     the grader's key for this run (see ``record_signature``)."""
@@ -160,8 +160,8 @@ def _show(result: CheckResult) -> None:
         }
         if _RUN_KEY:
             record["sig"] = record_signature(record, _RUN_KEY)
-        display(result._mime_bundle(), raw=True, metadata={RESULT_KEY: record})
-        result._shown_in_cell = cell
+        display(result.mime_bundle(), raw=True, metadata={RESULT_KEY: record})
+        result.mark_shown(cell)
     else:
         print(result)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import nbformat
 
-from lib.gradebook import NOT_RUN, GradeReport, exercises
+from lib.batch_grading import NOT_RUN, GradeReport, exercises
 
 __all__ = ["format_table", "class_summary", "write_csv", "feedback_markdown", "write_feedback", "TABLE_WIDTH"]
 

@@ -85,8 +85,12 @@ class CheckResult:
             f"{html.escape(self.message)}{body}</div>"
         )
 
-    def _mime_bundle(self) -> dict[str, str]:
+    def mime_bundle(self) -> dict[str, str]:
         return {"text/html": self._repr_html_(), "text/plain": str(self)}
+
+    def mark_shown(self, cell: int | None) -> None:
+        """check() showed this result in notebook cell ``cell``: IPython's echo of it is skipped there."""
+        self._shown_in_cell = cell
 
     def _ipython_display_(self) -> None:
         # check() has shown this result already in the running cell: skip IPython's echo of
@@ -95,7 +99,7 @@ class CheckResult:
             return
         from IPython.display import display
 
-        display(self._mime_bundle(), raw=True)
+        display(self.mime_bundle(), raw=True)
 
 
 # --- which notebook cell is running -------------------------------------------------

@@ -1,4 +1,4 @@
-"""The grading process: one notebook run in a kernel of its own, supervised (used by ``lib.gradebook``).
+"""The grading process: one notebook run in a kernel of its own, supervised (used by ``lib.batch_grading``).
 
 Nothing a notebook does may stop the batch it is graded in: an endless loop, a kernel that
 dies, ``exit()``, even a cell that kills its parent process. So each notebook runs in a

@@ -1,7 +1,7 @@
 """Masks beyond the causal and padding ones (chapters 2 and 5).
 
 ``lib.attention`` holds the two masks every chapter uses (``causal_mask``,
-``padding_mask``) and re-exports these:
+``padding_mask``) and re-exports the first three of these:
 
 * ``sliding_window_mask``: each query reads only its ``window`` most recent keys,
   aligned bottom-right like ``causal_mask``;
@@ -10,7 +10,7 @@
 * ``mask_from_torch``: translates ``nn.MultiheadAttention``'s masks, whose booleans mean
   "blocked", into this book's (and SDPA's), where True means "may read";
 * ``zero_unread_keys``: zeroes the keys or values no query may read, so that a NaN at a
-  padded position cannot reach any row through 0 · NaN (every attention path calls it).
+  padded position cannot reach any row through 0 · NaN (every masked attention path calls it).
 
 Shape letters: B batch, h heads, N queries, M keys.
 """

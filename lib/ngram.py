@@ -1,8 +1,11 @@
 """Count-based baselines for the capstone: what token counts alone predict (chapter 9).
 
+    scored_targets             which tokens of a held-out stream are scored, and after what context
     uniform_loss               every token equally likely: ln V
     unigram_loss               token frequencies of the training stream
     bigram_loss                P(token | previous token), counted on the training stream
+    baseline_losses            the three above on the capstone's data, in one dict
+    NGramCounts, ngram_loss    the counts of every order up to n, and the loss of one order
     ngram_ladder               n-grams of several orders, each smoothed toward the order below
     entropy_floor              the grammar's own loss on the held-out text, per token
     bigram_next_probabilities  what the training counts say follows a prompt's last token

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 
 import torch
 
+from lib.validation import positive_int
+
 __all__ = ["online_softmax_update", "online_softmax_steps", "online_softmax", "finite_or_zero"]
 
 
@@ -44,8 +46,7 @@ def online_softmax_steps(x: torch.Tensor, block_size: int) -> Iterator[tuple[int
     maximum, the old sum is rescaled by exp(m_old - m_new): it was computed against the old
     maximum. Print the states to watch the rescaling happen.
     """
-    if block_size < 1:
-        raise ValueError(f"block_size must be positive, got {block_size}")
+    block_size = positive_int("block_size", block_size)
     m = torch.full(x.shape[:-1], float("-inf"), dtype=x.dtype, device=x.device)  # (...,)
     l = torch.zeros(x.shape[:-1], dtype=x.dtype, device=x.device)  # (...,)
     for start in range(0, x.shape[-1], block_size):

@@ -1,4 +1,4 @@
-"""Reading and running what a learner typed, without letting it hurt the grader (used by ``lib.grading``).
+"""Reading and running what a learner typed, without letting it hurt the grader (lib.grading, lib.checks).
 
 An answer may be text, a ragged list, a tensor that needs grad, bfloat16 or complex: ``as_numbers``
 reads it as a float array of the expected shape, or says in one line what is wrong with it.

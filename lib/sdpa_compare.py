@@ -25,6 +25,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from lib.attention import MultiHeadAttention, attention
 
+__all__ = ["sdpa_backends", "PrecisionRow", "TOLERANCES", "precision_comparison", "FusedVsPlain", "fused_vs_plain"]
+
 
 def sdpa_backends(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs) -> dict[str, bool]:
     """For each SDPA backend: does it run these inputs on this machine when pinned?

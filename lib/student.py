@@ -15,7 +15,7 @@ learner's own run should produce the rest). ``make lab`` opens these copies, in
 A copy is never written with an answer in it: a solution marker left unmatched (``# END
 SOLUTON``) stops that chapter's copy with an error that names the cell.
 
-Grading lives in ``lib.gradebook`` (a notebook executed afresh, only this run's signed
+Grading lives in ``lib.batch_grading`` (a notebook executed afresh, only this run's signed
 results counted), ``lib.grading_process`` (the supervised process each notebook runs in)
 and ``lib.grade_reports`` (table, summary, gradebook, feedback files):
 
@@ -42,9 +42,11 @@ from pathlib import Path
 
 import nbformat
 
+from lib.batch_grading import GradeReport, grade_notebooks
 from lib.grade_reports import class_summary, format_table, write_csv, write_feedback
-from lib.gradebook import GradeReport, grade_notebooks
 from lib.grading_process import DEFAULT_TIME_LIMIT_S, available_cores
+
+__all__ = ["BEGIN", "END", "defined_names", "strip_solutions", "student_notebook", "make_student_copy", "main"]
 
 BEGIN, END = "# BEGIN SOLUTION", "# END SOLUTION"
 _SOLUTION_BLOCK = re.compile(rf"^([ \t]*){BEGIN}[ \t]*\r?\n(.*?)^[ \t]*{END}[ \t]*\r?$", re.S | re.M)

@@ -42,6 +42,8 @@ from lib.online_softmax import finite_or_zero, online_softmax_update
 from lib.tiling import BLOCK_K, BLOCK_Q, GroupedHeads, Tiling
 from lib.validation import is_integer, optional_positive_int, resolve_scale, validate_attention_inputs
 
+__all__ = ["tiled_attention", "TiledAttention"]
+
 
 def _masked_scores(scores: torch.Tensor, heads: GroupedHeads, tiling: Tiling, q_start: int, k_start: int, banded: bool):
     """A tile of scores (..., bq, bk) with every mask applied exactly: -inf wherever a query may

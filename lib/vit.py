@@ -34,6 +34,7 @@ from lib.blocks import Block, LayerNorm
 from lib.validation import is_integer, positive_int
 
 __all__ = [
+    "size_pair",
     "patch_grid",
     "patchify",
     "patchify_loop",
@@ -45,7 +46,8 @@ __all__ = [
 
 
 # --- Patches ----------------------------------------------------------------------------------
-def _pair(name: str, value: int | tuple[int, int]) -> tuple[int, int]:
+def size_pair(name: str, value: int | tuple[int, int]) -> tuple[int, int]:
+    """An image or patch size as (height, width): 32 is (32, 32); a ValueError naming ``name`` otherwise."""
     pair = (value, value) if is_integer(value) else value
     if not isinstance(pair, (tuple, list)) or len(pair) != 2 or not all(is_integer(v) and v >= 1 for v in pair):
         raise ValueError(f"{name} must be a positive integer or a pair (height, width) of them, got {value!r}")
@@ -58,7 +60,7 @@ def patch_grid(image_size: int | tuple[int, int], patch: int) -> tuple[int, int]
     The patches must tile the image exactly: 224 at p=16 gives (14, 14), 196 patches; 225
     at p=16 raises, rather than silently dropping the last column of pixels.
     """
-    height, width = _pair("image_size", image_size)
+    height, width = size_pair("image_size", image_size)
     patch = positive_int("patch", patch)
     if height % patch or width % patch:
         raise ValueError(
@@ -135,7 +137,7 @@ class PatchEmbed(nn.Module):
 
     def __init__(self, image_size: int | tuple[int, int], patch: int, in_channels: int, d_model: int):
         super().__init__()
-        self.image_size = _pair("image_size", image_size)
+        self.image_size = size_pair("image_size", image_size)
         self.grid = patch_grid(self.image_size, patch)  # (Hp, Wp)
         for name, value in (("in_channels", in_channels), ("d_model", d_model)):
             positive_int(f"PatchEmbed: {name}", value)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn as nn
 
-from lib.vit import PatchEmbed, ViT, _pair, patch_grid
+from lib.vit import PatchEmbed, ViT, patch_grid, size_pair
 
 __all__ = [
     "PatchCost",
@@ -78,7 +78,7 @@ def patch_cost(
     Halving p quadruples N, so the T² attention terms grow about 16-fold, while the patch
     projection's total work stays put: four times the patches, each a quarter as long.
     """
-    return PatchCost(_pair("image_size", image_size), patch, in_channels, d_model, class_token)
+    return PatchCost(size_pair("image_size", image_size), patch, in_channels, d_model, class_token)
 
 
 def layer_macs(image_size: int | tuple[int, int], patch: int, *, d_model: int = 768) -> dict[str, float]:

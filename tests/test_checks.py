@@ -5,12 +5,10 @@ import torch
 
 from lib import checks, grading
 from lib.checks import (
-    CORRECT,
     INCORRECT,
     ValueExercise,
     check,
     exercises,
-    grade,
 )
 
 
@@ -30,12 +28,6 @@ def test_grader_crash_is_reported_not_raised(monkeypatch, capsys):
     monkeypatch.setattr(checks, "grade", broken)
     result = check("1.equal-scores", [1, 2])
     assert result.status == INCORRECT and "could not grade" in result.message
-
-
-def test_html_and_text_show_status_and_escape():
-    result = grading.CheckResult("t.x", INCORRECT, "<b>raw</b>", feedback="a < b")
-    assert "a &lt; b" in result._repr_html_() and "<b>raw</b>" not in result._repr_html_()
-    assert "incorrect" in result._repr_html_() and "Feedback: a < b" in str(result)
 
 
 def test_list_command(capsys):
@@ -150,15 +142,7 @@ def test_exit_inside_a_function_is_caught_in_ipython(monkeypatch):
     assert not FakeShell.asked and "ask_exit" not in vars(shell)  # the shell is left as it was
 
 
-# --- issue 19: the tolerance policy, the library guard, and no hang on any value ---------------
-
-
-def test_a_grid_typed_as_a_flat_list_reads_row_after_row():
-    exercise = exercises()["2.causal-alignment"]
-    assert grade(exercise, [1, 1, 1, 1, 0, 0]).status == CORRECT
-    assert grade(exercise, [[1, 1, 1], [1, 0, 0]]).status == CORRECT
-    assert grade(exercise, [1, 0, 0, 1, 1, 1]).feedback.startswith("You swapped the two conventions")
-    assert "expected 6 numbers" in grade(exercise, [1, 1, 1, 1, 0]).message
+# --- no hang and no crash on any value a learner types ---------------------------------------
 
 
 class LoopingArray:

@@ -1,5 +1,6 @@
 """Chapter 4's block ledger and chapter 5's HBM traffic counts, against modules and brute force."""
 
+import numpy as np
 import pytest
 import torch
 import torch.nn as nn
@@ -79,3 +80,12 @@ def test_flash_io_scales_as_n2_d2_over_m():
 def test_flash_io_rejects_nonpositive_sizes():
     with pytest.raises(ValueError, match="positive"):
         flash_attention_io(0, 64, 1000)
+
+
+def test_block_weights_takes_numpy_sizes_and_refuses_a_bool():
+    assert block_weights(np.int64(64), n_heads=np.int64(4), n_kv_heads=np.int32(2)) == block_weights(
+        64, n_heads=4, n_kv_heads=2
+    )
+    for kwargs, name in (({"n_heads": True}, "n_heads"), ({"n_kv_heads": 2.0}, "n_kv_heads")):
+        with pytest.raises(ValueError, match=f"block_weights: {name} must be a positive integer"):
+            block_weights(64, **kwargs)

@@ -1,5 +1,6 @@
 """Decode-step bytes and FLOPs against a real model's decode step and hand arithmetic."""
 
+import numpy as np
 import pytest
 import torch
 import torch.nn as nn
@@ -60,3 +61,10 @@ def test_decode_step_rejects_bad_sizes(bad):
 def test_quantized_weight_bytes_rejects_bad_groups():
     with pytest.raises(ValueError, match="group_size"):
         quantized_weight_bytes(100, group_size=0)
+
+
+def test_decode_step_takes_numpy_sizes_and_refuses_a_float_by_name():
+    sizes = dict(params=1000, layers=2, n_heads=4, kv_heads=2, head_dim=8, context=16, batch=1)
+    assert decode_step(**{**sizes, "context": np.int32(16), "layers": np.int64(2)}) == decode_step(**sizes)
+    with pytest.raises(ValueError, match=r"decode_step: batch must be a positive integer, got 1\.0"):
+        decode_step(**{**sizes, "batch": 1.0})

@@ -137,3 +137,12 @@ def test_shifted_moves_columns_right_and_fills_with_background():
     assert torch.equal(shifted(images, 0), images)
     with pytest.raises(ValueError, match="dx"):
         shifted(images, 3)
+
+
+def test_shifted_takes_a_numpy_shift_and_refuses_a_bool():
+    from lib.digits import shifted
+
+    images = torch.rand(1, 1, 4, 4)
+    assert torch.equal(shifted(images, np.int64(1)), shifted(images, 1))
+    with pytest.raises(ValueError, match=r"dx must be an integer in 0\.\.3"):
+        shifted(images, True)

@@ -1,5 +1,5 @@
 """Every declared exercise accepts its reference answer and rejects each known wrong answer
-with that answer's own feedback, and keeps the book's tolerance policy (lib/checks.py):
+with that answer's own feedback, and keeps the book's tolerance policy (lib/grading.py):
 whole answers are whole, decimal answers state their precision, function exercises refuse
 the library functions they stand for."""
 

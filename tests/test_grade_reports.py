@@ -3,9 +3,9 @@ names the most common mistake, the gradebook totals each student, feedback quote
 
 import csv
 
+from lib.batch_grading import GradeReport, exercises
 from lib.checks import check
 from lib.grade_reports import TABLE_WIDTH, class_summary, feedback_markdown, format_table, write_csv
-from lib.gradebook import GradeReport, exercises
 
 
 def _report(name: str, statuses: dict[str, str], mistakes: dict[str, str] | None = None, problems=()) -> GradeReport:

@@ -11,7 +11,7 @@ import torch
 from lib import grading
 from lib.exercises import find
 from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswer
-from lib.grading import CORRECT, INCORRECT, NOT_ATTEMPTED, grade
+from lib.grading import CORRECT, INCORRECT, NOT_ATTEMPTED, CheckResult, grade
 from lib.safe_call import GradingTimeout, call_with_timeout
 
 PAIR = ValueExercise(
@@ -185,8 +185,6 @@ def test_complex_function_result_is_never_correct():
 
 def test_function_exercise_with_a_boolean_reference():
     """A mask-valued exercise: a wrong mask is graded (entries counted), never a crash on bool arithmetic."""
-    from lib.checks import Case, FunctionExercise, grade
-
     exercise = FunctionExercise(
         id="t.mask",
         question="causal mask",
@@ -277,3 +275,17 @@ def test_library_guard_catches_every_route_and_restores_everything():
     assert not hasattr(lib.attention, "__lib_safe_call_refuse__")
     assert grade(exercise, _stable_softmax).status == CORRECT  # a learner's own function still passes
     torch.testing.assert_close(softmax(torch.tensor([0.0, 0.0])), torch.tensor([0.5, 0.5]))
+
+
+def test_html_and_text_show_status_and_escape():
+    result = CheckResult("t.x", INCORRECT, "<b>raw</b>", feedback="a < b")
+    assert "a &lt; b" in result._repr_html_() and "<b>raw</b>" not in result._repr_html_()
+    assert "incorrect" in result._repr_html_() and "Feedback: a < b" in str(result)
+
+
+def test_a_grid_typed_as_a_flat_list_reads_row_after_row():
+    exercise = find("2.causal-alignment")
+    assert grade(exercise, [1, 1, 1, 1, 0, 0]).status == CORRECT
+    assert grade(exercise, [[1, 1, 1], [1, 0, 0]]).status == CORRECT
+    assert grade(exercise, [1, 0, 0, 1, 1, 1]).feedback.startswith("You swapped the two conventions")
+    assert "expected 6 numbers" in grade(exercise, [1, 1, 1, 1, 0]).message

@@ -8,7 +8,7 @@ import sys
 from _notebooks import ROOT, SOLVED, write_notebook
 
 from lib import grading_process
-from lib.gradebook import grade_notebooks
+from lib.batch_grading import grade_notebooks
 from lib.grading_process import kernel_threads
 
 

@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn as nn
@@ -152,3 +153,9 @@ def test_entropy_floor_is_below_every_baseline(toy_data):
     assert 0 < floor < min(ngram_ladder(toy_data, 16, orders=(1, 2, 4)).values())
     with pytest.raises(ValueError, match="held-out"):
         entropy_floor(CorpusConfig(n_paragraphs=61, vocab_size=300), toy_data)
+
+
+def test_ngram_counts_take_a_numpy_order_and_refuse_a_float():
+    assert NGramCounts(torch.tensor([0, 1, 2, 1]), 3, np.int64(2)).max_order == 2
+    with pytest.raises(ValueError, match=r"max_order must be a positive integer, got 2\.0"):
+        NGramCounts(torch.tensor([0, 1]), 3, 2.0)

@@ -44,6 +44,7 @@ def test_finite_or_zero_only_replaces_minus_infinity():
     assert finite_or_zero(m).tolist() == [0.0, -2.0, 0.0, 7.5]
 
 
-def test_online_softmax_steps_rejects_a_bad_block_size():
-    with pytest.raises(ValueError, match="block_size must be positive, got 0"):
-        list(online_softmax_steps(torch.zeros(3), 0))
+def test_online_softmax_steps_rejects_a_bad_block_size_by_name():
+    for bad in (0, 2.0, True):
+        with pytest.raises(ValueError, match=f"block_size must be a positive integer, got {bad!r}"):
+            list(online_softmax_steps(torch.zeros(3), bad))

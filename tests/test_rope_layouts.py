@@ -1,5 +1,6 @@
 """lib.rope.interleaved_to_half: a checkpoint's W_q/W_k reordered between RoPE layouts."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -39,3 +40,10 @@ def test_half_layout_on_reordered_weights_gives_the_interleaved_scores():
 def test_bad_shapes_are_refused(shape, n_heads):
     with pytest.raises(ValueError, match="weight"):
         interleaved_to_half(torch.zeros(shape), n_heads)
+
+
+def test_interleaved_to_half_takes_numpy_heads_and_refuses_a_bool():
+    weight = torch.arange(32.0).reshape(8, 4)
+    assert torch.equal(interleaved_to_half(weight, np.int64(2)), interleaved_to_half(weight, 2))
+    with pytest.raises(ValueError, match="n_heads must be a positive integer, got True"):
+        interleaved_to_half(weight, True)

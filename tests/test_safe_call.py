@@ -1,5 +1,7 @@
 """Reading a learner's answer and running a learner's function (lib.safe_call) directly."""
 
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -105,3 +107,30 @@ def test_forbid_calls_refuses_and_puts_everything_back_even_after_an_error():
         raise ValueError("the block fails")
     assert fired == ["library"]
     assert library.__code__ is code and namespace["library"] is library and namespace["learner"](1) == 2
+
+
+def test_resolve_dotted_finds_functions_and_methods_and_names_what_it_cannot_import():
+    from lib.attention import MultiHeadAttention, softmax
+    from lib.safe_call import resolve_dotted
+
+    assert resolve_dotted("lib.attention.softmax") == (softmax, sys.modules["lib.attention"], "softmax")
+    method, owner, name = resolve_dotted("lib.attention.MultiHeadAttention.merge_heads")
+    assert method is MultiHeadAttention.merge_heads and owner is MultiHeadAttention and name == "merge_heads"
+    with pytest.raises(ImportError, match="stands_for names 'nowhere.softmax'"):
+        resolve_dotted("nowhere.softmax")
+
+
+def test_handed_in_sees_the_function_itself_a_bound_method_and_a_partial():
+    import functools
+
+    from lib.safe_call import handed_in
+
+    class Library:
+        def softmax(self, x):
+            return x
+
+    forbidden = [(Library.softmax, "softmax")]
+    assert handed_in(Library.softmax, forbidden) == "softmax"
+    assert handed_in(Library().softmax, forbidden) == "softmax"  # a bound method of it
+    assert handed_in(functools.partial(Library.softmax, None), forbidden) == "softmax"
+    assert handed_in(lambda x: Library.softmax(None, x), forbidden) is None  # a wrapper is the guard's job

@@ -1,5 +1,6 @@
 """Where the KV budget goes, and KV-head pooling, against hand counts and the unpooled model."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -86,3 +87,10 @@ def test_next_token_shift_of_a_model_with_itself_is_zero():
     assert same.loss_before == same.loss_after
     other = next_token_shift(model, _model(2, seed=5), ids, context=16, windows=4)
     assert other.mean_kl > 0 and other.loss_after != other.loss_before
+
+
+def test_mean_pool_takes_a_numpy_head_count_and_refuses_a_bool():
+    model = _model(4)
+    assert mean_pool_kv_heads(model, np.int64(2)).config.n_kv_heads == 2
+    with pytest.raises(ValueError, match="n_kv_heads must be a positive integer, got True"):
+        mean_pool_kv_heads(model, True)

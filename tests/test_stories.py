@@ -5,9 +5,10 @@ import math
 import random
 import re
 
+import numpy as np
 import pytest
 
-from lib.stories import NAMES, agreement, counting, story, tiny_stories
+from lib.stories import NAMES, agreement, counting, story, tiny_stories, tiny_stories_nats
 
 
 def test_docstring_examples():
@@ -93,3 +94,10 @@ def test_counting_probabilities_sum_to_the_kinds_share():
     lines = {p: nats for p, nats in tiny_stories_nats(4000, seed=0) if p.startswith("Count")}
     assert len(lines) > 300  # most of the 420 lines occur
     assert sum(math.exp(-n) for n in lines.values()) == pytest.approx(len(lines) / 420 / 4)
+
+
+def test_tiny_stories_take_a_numpy_count_and_refuse_a_bool():
+    assert tiny_stories(np.int64(3)) == tiny_stories(3) and len(tiny_stories_nats(np.int32(2))) == 2
+    for call in (tiny_stories, tiny_stories_nats):
+        with pytest.raises(ValueError, match="n_paragraphs must be a positive integer, got False"):
+            call(False)

@@ -1,7 +1,7 @@
 """Grading a class: wall time of `--jobs 2` against `--jobs 1` on the same notebooks, side by side.
 
 The same hand-ins (``--copies`` copies of one solved notebook, each in a student's folder)
-are graded by ``lib.gradebook.grade_notebooks`` one at a time and ``--jobs`` at a time, in
+are graded by ``lib.batch_grading.grade_notebooks`` one at a time and ``--jobs`` at a time, in
 turns for ``--repeats`` rounds (the order flips each round, so a machine that slows down
 weighs on both), each kernel with its share of the cores in threads. Printed per round: both
 wall times and their ratio; then the median ratio, and whether both ways gave the same grades.
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from lib.gradebook import grade_notebooks
+from lib.batch_grading import grade_notebooks
 from lib.grading_process import DEFAULT_TIME_LIMIT_S, kernel_threads
 
 CHAPTER_1 = Path(__file__).resolve().parents[2] / "chapters" / "01_one_attention_read.ipynb"

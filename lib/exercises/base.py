@@ -1,4 +1,4 @@
-"""The shapes of a check-yourself exercise, as plain data (see ``lib/checks.py`` for grading).
+"""The shapes of a check-yourself exercise, as plain data (see ``lib/grading.py`` for grading).
 
 A chapter's module (``lib/exercises/chNN.py``) declares its exercises with these classes;
 the grader reads them. Nothing here imports the grader, so the two never import each other.

@@ -15,10 +15,10 @@ from pathlib import Path
 import nbformat
 from _notebooks import CHAPTER_1, ROOT, SOLVED, write_notebook
 
-from lib import gradebook, student
+from lib import batch_grading, student
+from lib.batch_grading import exercises, grade_notebook
 from lib.checks import RESULT_KEY, check
 from lib.grade_reports import TABLE_WIDTH
-from lib.gradebook import exercises, grade_notebook
 
 
 def _grade_in_subprocess(*args: str) -> subprocess.CompletedProcess:
@@ -193,12 +193,12 @@ def test_check_signs_its_record_and_the_grader_verifies_exactly_that(monkeypatch
         "hint": told.hint,
     }
     assert record["mistake"] == getattr(told, "mistake", "")
-    assert gradebook._genuine(record, key, "request-7")
-    assert not gradebook._genuine(record, b"another run's key", "request-7")
-    assert not gradebook._genuine(record, key, "request-8")  # shown again in another cell
+    assert batch_grading._genuine(record, key, "request-7")
+    assert not batch_grading._genuine(record, b"another run's key", "request-7")
+    assert not batch_grading._genuine(record, key, "request-8")  # shown again in another cell
     for name, value in (("status", "correct"), ("id", "1.equal-scores"), ("mistake", "x"), ("request", "r")):
-        assert not gradebook._genuine({**record, name: value}, key, "request-7"), name
-    assert not gradebook._genuine({k: v for k, v in record.items() if k != "sig"}, key, "request-7")
+        assert not batch_grading._genuine({**record, name: value}, key, "request-7"), name
+    assert not batch_grading._genuine({k: v for k, v in record.items() if k != "sig"}, key, "request-7")
     monkeypatch.setattr(checks, "_RUN_KEY", b"")  # outside grading: no signature at all
     check("1.equal-scores", [1, 2])
     assert "sig" not in shown[1][RESULT_KEY]
