@@ -200,7 +200,7 @@ def block_weights(
     """
     d_model, n_heads = positive_int("block_weights: d_model", d_model), positive_int("block_weights: n_heads", n_heads)
     n_kv_heads = n_heads if n_kv_heads is None else positive_int("block_weights: n_kv_heads", n_kv_heads)
-    if d_model % n_heads or n_kv_heads < 1 or n_heads % n_kv_heads:
+    if d_model % n_heads or n_heads % n_kv_heads:
         raise ValueError(
             f"block_weights: need n_heads | d_model and n_kv_heads | n_heads, got d_model={d_model}, "
             f"n_heads={n_heads}, n_kv_heads={n_kv_heads}"

@@ -40,6 +40,24 @@ class ShapeRow:
     meaning: str
 
 
+def _shape_rows(w_q, w_k, w_v, w_o, q, k, v, weights, heads, merged, out) -> list[ShapeRow]:
+    """The table's rows, every matrix in the formulas' orientation (X W)."""
+    named = [
+        ("W_Q", w_q, "query projection, d × (h d_k)"),
+        ("W_K", w_k, "key projection, d × (h_kv d_k)"),
+        ("W_V", w_v, "value projection, d × (h_kv d_v)"),
+        ("Q", q, "queries, B × h × N × d_k"),
+        ("K", k, "keys, B × h_kv × M × d_k"),
+        ("V", v, "values, B × h_kv × M × d_v"),
+        ("scores / weights", weights, "one distribution per query/head, B × h × N × M"),
+        ("per-head output", heads, "weighted value reads, B × h × N × d_v"),
+        ("concatenated", merged, "heads side by side, B × N × (h d_v)"),
+        ("W_O", w_o, "output projection, (h d_v) × d"),
+        ("output", out, "back to the model width, B × N × d"),
+    ]
+    return [ShapeRow(name, tuple(tensor.shape), meaning) for name, tensor, meaning in named]
+
+
 def shape_table(module: MultiHeadAttention, x: torch.Tensor, context: torch.Tensor | None = None) -> list[ShapeRow]:
     """Chapter 2's shape table, measured on a forward pass of ``module`` (weights as d × out,
     the orientation the chapter's table uses; ``nn.Linear`` stores them transposed)."""
@@ -48,19 +66,8 @@ def shape_table(module: MultiHeadAttention, x: torch.Tensor, context: torch.Tens
         heads, weights = attention(q, k, v, return_weights=True)  # (B, H, N, D), (B, H, N, M)
         merged = module.merge_heads(heads)  # (B, N, H·D)
         out = module.out_proj(merged)  # (B, N, C)
-    return [
-        ShapeRow("W_Q", tuple(module.q_proj.weight.T.shape), "query projection, d × (h d_k)"),
-        ShapeRow("W_K", tuple(module.k_proj.weight.T.shape), "key projection, d × (h_kv d_k)"),
-        ShapeRow("W_V", tuple(module.v_proj.weight.T.shape), "value projection, d × (h_kv d_v)"),
-        ShapeRow("Q", tuple(q.shape), "queries, B × h × N × d_k"),
-        ShapeRow("K", tuple(k.shape), "keys, B × h_kv × M × d_k"),
-        ShapeRow("V", tuple(v.shape), "values, B × h_kv × M × d_v"),
-        ShapeRow("scores / weights", tuple(weights.shape), "one distribution per query/head, B × h × N × M"),
-        ShapeRow("per-head output", tuple(heads.shape), "weighted value reads, B × h × N × d_v"),
-        ShapeRow("concatenated", tuple(merged.shape), "heads side by side, B × N × (h d_v)"),
-        ShapeRow("W_O", tuple(module.out_proj.weight.T.shape), "output projection, (h d_v) × d"),
-        ShapeRow("output", tuple(out.shape), "back to the model width, B × N × d"),
-    ]
+    weights_qkvo = (module.q_proj.weight.T, module.k_proj.weight.T, module.v_proj.weight.T, module.out_proj.weight.T)
+    return _shape_rows(*weights_qkvo, q, k, v, weights, heads, merged, out)
 
 
 def projection_shape_table(
@@ -86,28 +93,13 @@ def projection_shape_table(
     if w_o.shape != (w_v.shape[1], x.shape[-1]):
         raise ValueError(f"w_o must be (h·d_v, d) = {(w_v.shape[1], x.shape[-1])}, got {tuple(w_o.shape)}")
 
-    def split(t: torch.Tensor) -> torch.Tensor:  # (B, T, H·width) -> (B, H, T, width)
-        batch, tokens, width = t.shape
-        return t.view(batch, tokens, n_heads, width // n_heads).transpose(1, 2)
-
     with torch.no_grad():
-        q, k, v = split(x @ w_q), split(context @ w_k), split(context @ w_v)  # (B, H, N, D), (B, H, M, D|Dv)
+        projected = (x @ w_q, context @ w_k, context @ w_v)  # (B, N, H·D), (B, M, H·D), (B, M, H·Dv)
+        q, k, v = (MultiHeadAttention.split_heads(t, n_heads) for t in projected)  # (B, H, N|M, D|Dv)
         heads, weights = attention(q, k, v, return_weights=True)  # (B, H, N, Dv), (B, H, N, M)
         merged = MultiHeadAttention.merge_heads(heads)  # (B, N, H·Dv)
         out = merged @ w_o  # (B, N, C)
-    return [
-        ShapeRow("W_Q", tuple(w_q.shape), "query projection, d × (h d_k)"),
-        ShapeRow("W_K", tuple(w_k.shape), "key projection, d × (h_kv d_k)"),
-        ShapeRow("W_V", tuple(w_v.shape), "value projection, d × (h_kv d_v)"),
-        ShapeRow("Q", tuple(q.shape), "queries, B × h × N × d_k"),
-        ShapeRow("K", tuple(k.shape), "keys, B × h_kv × M × d_k"),
-        ShapeRow("V", tuple(v.shape), "values, B × h_kv × M × d_v"),
-        ShapeRow("scores / weights", tuple(weights.shape), "one distribution per query/head, B × h × N × M"),
-        ShapeRow("per-head output", tuple(heads.shape), "weighted value reads, B × h × N × d_v"),
-        ShapeRow("concatenated", tuple(merged.shape), "heads side by side, B × N × (h d_v)"),
-        ShapeRow("W_O", tuple(w_o.shape), "output projection, (h d_v) × d"),
-        ShapeRow("output", tuple(out.shape), "back to the model width, B × N × d"),
-    ]
+    return _shape_rows(w_q, w_k, w_v, w_o, q, k, v, weights, heads, merged, out)
 
 
 def reshape_steps(module: MultiHeadAttention, x: torch.Tensor) -> list[tuple[str, tuple[int, ...]]]:
