@@ -7,6 +7,14 @@ touching ``lib.gpt``; the tests hold every re-run equal to the model's own forwa
 
     attention_maps(model, idx)        (L, H, T, T) weights of every layer and query head
     ablated_logits(model, idx, skip)  logits with the attention branch of some layers zeroed
+    run_heads(model, idx, replace)    logits and every head's output, some heads replaced
+    mean_head_outputs(model, ids)     each head's mean output over a text (for mean ablation)
+    repeated_tokens_losses(model)     Olsson et al.'s induction test: loss on a repeated random sequence
+    prefix_matching_scores(model)     how much each head attends to the token after an earlier copy
+
+Mean ablation, as in the interpretability literature (e.g. TransformerLens, ARENA): a
+head is removed by replacing its output with its mean over held-out text, not by zero,
+so the rest of the network still sees an output of the size it was trained with.
 
 Shape letters: B batch, T tokens, L layers, H query heads, Hkv key/value heads, D head width,
 C d_model, V vocabulary.
@@ -18,11 +26,21 @@ import math
 import time
 
 import torch
+import torch.nn.functional as F
 
 from lib.gpt import GPT
 from lib.rope import rope_cos_sin, rotate_pairs
 
-__all__ = ["attention_maps", "ablated_logits", "kv_bytes_per_token", "decode_seconds"]
+__all__ = [
+    "attention_maps",
+    "ablated_logits",
+    "run_heads",
+    "mean_head_outputs",
+    "repeated_tokens_losses",
+    "prefix_matching_scores",
+    "kv_bytes_per_token",
+    "decode_seconds",
+]
 
 
 def _check(model: object, idx: object) -> None:
@@ -80,6 +98,84 @@ def ablated_logits(model: GPT, idx: torch.Tensor, skip_attention: tuple[int, ...
         else:
             x = block(x, is_causal=True, rotation=rotation)  # (B, T, C)
     return model.head(model.norm(x))  # (B, T, V)
+
+
+@torch.no_grad()
+def run_heads(
+    model: GPT, idx: torch.Tensor, replace: dict[tuple[int, int], torch.Tensor] | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, T, V) logits and (L, B, H, T, D) every head's output before the output projection.
+
+    ``replace`` maps (layer, head), both 0-based, to a (D,) vector that stands in for that
+    head's output at every position (``mean_head_outputs`` gives the usual one). With no
+    replacement the logits are ``model(idx)``. The GPT is pre-norm, as ``GPT`` builds it.
+    """
+    _check(model, idx)
+    replace = replace or {}
+    n_layers, n_heads = len(model.blocks), model.config.n_heads
+    bad = [key for key in replace if not (0 <= key[0] < n_layers and 0 <= key[1] < n_heads)]
+    if bad:
+        raise ValueError(f"replace names heads {bad} outside layers 0..{n_layers - 1}, heads 0..{n_heads - 1}")
+    x = model.embed(idx)  # (B, T, C)
+    rotation = _rotation(model, idx.shape[1], x.dtype)
+    outputs = []
+    for layer, block in enumerate(model.blocks):
+        q, k, v = block.attn.project(block.norm1(x))  # (B, H, T, D), (B, Hkv, T, D) x2
+        q, k = rotate_pairs(q, *rotation), rotate_pairs(k, *rotation)
+        heads = block.attn.attend(q, k, v, is_causal=True)  # (B, H, T, D)
+        for (where, head), value in replace.items():
+            if where == layer:
+                heads[:, head] = value.to(heads.dtype)  # (D,) broadcast over (B, T, D)
+        outputs.append(heads)
+        x = x + block.attn.out_proj(block.attn.merge_heads(heads))  # (B, T, C)
+        x = x + block.ffn(block.norm2(x))  # (B, T, C)
+    return model.head(model.norm(x)), torch.stack(outputs)  # (B, T, V), (L, B, H, T, D)
+
+
+@torch.no_grad()
+def mean_head_outputs(model: GPT, windows: torch.Tensor) -> torch.Tensor:
+    """(L, H, D): each head's output averaged over every position of ``windows`` (B, T) token ids."""
+    _, outputs = run_heads(model, windows)  # (L, B, H, T, D)
+    return outputs.mean(dim=(1, 3))  # (L, H, D)
+
+
+def _random_repeats(model: GPT, length: int, batch: int, seed: int) -> torch.Tensor:
+    if not 2 <= length <= model.config.max_len // 2:
+        raise ValueError(f"length={length} must lie in 2..max_len/2={model.config.max_len // 2}")
+    generator = torch.Generator().manual_seed(seed)
+    first = torch.randint(0, model.config.vocab_size, (batch, length), generator=generator)  # (B, length)
+    return torch.cat([first, first], dim=1)  # (B, 2 length): the same random tokens twice
+
+
+@torch.no_grad()
+def repeated_tokens_losses(model: GPT, *, length: int = 50, batch: int = 32, seed: int = 0) -> tuple[float, float]:
+    """Mean loss (nats) on the first and on the second copy of random tokens repeated once.
+
+    Olsson et al. (2022): random tokens cannot be predicted the first time (about ln V),
+    but a model that has induction heads predicts the second copy from the first, and its
+    loss there falls far below ln V. The first token of each copy is not scored.
+    """
+    _check(model, torch.zeros(1, 1, dtype=torch.long))
+    idx = _random_repeats(model, length, batch, seed)  # (B, 2 length)
+    logits = model(idx[:, :-1])  # (B, 2 length - 1, V)
+    nats = F.cross_entropy(logits.transpose(1, 2), idx[:, 1:], reduction="none")  # (B, 2 length - 1)
+    return float(nats[:, : length - 1].mean()), float(nats[:, length:].mean())
+
+
+@torch.no_grad()
+def prefix_matching_scores(model: GPT, *, length: int = 50, batch: int = 32, seed: int = 0) -> torch.Tensor:
+    """(L, H): each head's mean attention, on a repeated random sequence, to the token after an earlier copy.
+
+    At position ``length + j`` (the second copy of token j) an induction head looks at
+    position ``j + 1``, the token that followed the same token last time: its weight
+    there, averaged over j and the batch, is the head's prefix-matching score (Olsson et
+    al., 2022). A head that ignores the repeat scores about 1 / (number of keys).
+    """
+    _check(model, torch.zeros(1, 1, dtype=torch.long))
+    idx = _random_repeats(model, length, batch, seed)  # (B, 2 length)
+    maps = attention_maps(model, idx)  # (L, B, H, 2 length, 2 length)
+    j = torch.arange(length - 1)  # second-copy queries length + j read key j + 1
+    return maps[:, :, :, length + j, j + 1].mean(dim=(1, 3))  # (L, H)
 
 
 def kv_bytes_per_token(model: GPT) -> int:

@@ -6,7 +6,16 @@ import pytest
 import torch
 
 from lib.gpt import GPT, GPTConfig
-from lib.gpt_probes import ablated_logits, attention_maps, decode_seconds, kv_bytes_per_token
+from lib.gpt_probes import (
+    ablated_logits,
+    attention_maps,
+    decode_seconds,
+    kv_bytes_per_token,
+    mean_head_outputs,
+    prefix_matching_scores,
+    repeated_tokens_losses,
+    run_heads,
+)
 
 
 @pytest.fixture(scope="module")
@@ -70,3 +79,77 @@ def test_kv_bytes_per_token_matches_a_filled_cache(model):
     stored = sum(c.k[:, :, : len(c)].numel() + c.v[:, :, : len(c)].numel() for c in caches) * 4
     assert kv_bytes_per_token(model) * 10 == stored
     assert math.isfinite(decode_seconds(model, 8, steps=2, repeats=1))
+
+
+def test_run_heads_without_replacement_is_the_model(model):
+    idx = torch.randint(0, 50, (3, 10))
+    logits, heads = run_heads(model, idx)
+    with torch.no_grad():
+        assert torch.allclose(logits, model(idx), atol=1e-5)
+    assert heads.shape == (2, 3, 4, 10, 8)  # (L, B, H, T, D)
+
+
+def test_zeroing_every_head_of_a_layer_is_skipping_its_attention(model):
+    """The GPT has no biases: heads all zero add nothing, as ablated_logits' skipped branch does."""
+    idx = torch.randint(0, 50, (2, 9))
+    zero = torch.zeros(8)
+    logits, _ = run_heads(model, idx, {(1, h): zero for h in range(4)})
+    assert torch.allclose(logits, ablated_logits(model, idx, (1,)), atol=1e-5)
+
+
+def test_mean_head_outputs_is_the_average_of_run_heads(model):
+    windows = torch.randint(0, 50, (4, 12))
+    _, heads = run_heads(model, windows)
+    means = mean_head_outputs(model, windows)  # (L, H, D)
+    for layer, head in ((0, 1), (1, 3)):
+        by_hand = torch.stack([heads[layer, b, head, t] for b in range(4) for t in range(12)]).mean(0)
+        assert torch.allclose(means[layer, head], by_hand, atol=1e-6)
+
+
+def test_a_head_the_output_ignores_has_no_ablation_effect(model):
+    """Zero the out_proj columns that read head 2 of layer 0: replacing that head changes nothing."""
+    import copy
+
+    silent = copy.deepcopy(model)
+    with torch.no_grad():
+        silent.blocks[0].attn.out_proj.weight[:, 16:24] = 0  # head 2's D=8 features
+    idx = torch.randint(0, 50, (2, 9))
+    before, _ = run_heads(silent, idx)
+    after, _ = run_heads(silent, idx, {(0, 2): torch.full((8,), 5.0)})
+    assert torch.allclose(before, after, atol=1e-6)
+    changed, _ = run_heads(silent, idx, {(0, 1): torch.full((8,), 5.0)})
+    assert not torch.allclose(before, changed, atol=1e-3)
+
+
+def test_repeated_tokens_losses_against_a_loop(model):
+    first, second = repeated_tokens_losses(model, length=6, batch=3, seed=1)
+    gen = torch.Generator().manual_seed(1)
+    tokens = torch.randint(0, 50, (3, 6), generator=gen)
+    seq = torch.cat([tokens, tokens], 1)
+    losses = []
+    with torch.no_grad():
+        for b in range(3):
+            logp = torch.log_softmax(model(seq[b : b + 1])[0], -1)  # (12, V)
+            losses.append([-logp[t, seq[b, t + 1]].item() for t in range(11)])
+    by_hand = torch.tensor(losses)  # (3, 11): predicting tokens 1..11
+    assert math.isclose(first, by_hand[:, :5].mean().item(), rel_tol=1e-5)
+    assert math.isclose(second, by_hand[:, 6:].mean().item(), rel_tol=1e-5)
+    assert abs(first - math.log(50)) < 1.0  # an untrained model cannot predict random tokens
+
+
+def test_prefix_matching_scores_pick_the_token_after_the_earlier_copy(model):
+    scores = prefix_matching_scores(model, length=5, batch=2, seed=3)  # (L, H)
+    gen = torch.Generator().manual_seed(3)
+    tokens = torch.randint(0, 50, (2, 5), generator=gen)
+    maps = attention_maps(model, torch.cat([tokens, tokens], 1))  # (L, B, H, 10, 10)
+    by_hand = torch.zeros(2, 4)
+    for j in range(4):  # query 5 + j (the second copy of token j) reads key j + 1
+        by_hand += maps[:, :, :, 5 + j, j + 1].mean(1) / 4
+    assert torch.allclose(scores, by_hand, atol=1e-6)
+
+
+def test_head_probes_refuse_bad_heads_and_lengths(model):
+    with pytest.raises(ValueError, match="replace names heads"):
+        run_heads(model, torch.zeros(1, 3, dtype=torch.long), {(0, 4): torch.zeros(8)})
+    with pytest.raises(ValueError, match="length"):
+        repeated_tokens_losses(model, length=40)  # 2 x 40 > max_len 64
