@@ -121,3 +121,31 @@ def test_text_data_splits_any_text_like_prepare_data():
     assert data.repeats_dropped == 1  # the last paragraph repeats the first
     with pytest.raises(ValueError, match="text"):
         text_data("   ")
+
+
+def test_help_text_data_is_pythons_own_help_split_into_paragraphs():
+    from pydoc_data.topics import topics
+
+    data = capstone.help_text_data(vocab_size=300)
+    first = topics[sorted(topics)[0]].strip().split("\n\n")[0].strip()
+    assert data.train_text.startswith(first)
+    assert data.tokenizer.decode(data.val_ids.tolist()) == data.val_text
+    assert len(data.tokenizer) == 300
+
+
+def test_the_cache_key_holds_the_cpu_kernel_family(toy_data, tmp_path, monkeypatch):
+    # AVX-512 and AVX2 kernels train different runs: one must not load the other's weights
+    calls = []
+    real_train = capstone.train
+
+    def counting_train(*args, **kwargs):
+        calls.append(1)
+        return real_train(*args, **kwargs)
+
+    monkeypatch.setattr(capstone, "train", counting_train)
+    options = dict(cache_dir=tmp_path, progress=False, data=toy_data)
+    train_capstone(TOY_CORPUS, TOY_MODEL, TOY_TRAINING, **options)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "SOME_OTHER_KERNELS")
+    train_capstone(TOY_CORPUS, TOY_MODEL, TOY_TRAINING, **options)
+    train_capstone(TOY_CORPUS, TOY_MODEL, TOY_TRAINING, **options)
+    assert len(calls) == 2
