@@ -139,31 +139,46 @@ def mean_head_outputs(model: GPT, windows: torch.Tensor) -> torch.Tensor:
     return outputs.mean(dim=(1, 3))  # (L, H, D)
 
 
-def _random_repeats(model: GPT, length: int, batch: int, seed: int) -> torch.Tensor:
+def _random_repeats(model: GPT, length: int, batch: int, seed: int, tokens: torch.Tensor | None) -> torch.Tensor:
     if not 2 <= length <= model.config.max_len // 2:
         raise ValueError(f"length={length} must lie in 2..max_len/2={model.config.max_len // 2}")
+    if tokens is None:
+        tokens = torch.arange(model.config.vocab_size)
+    tokens = torch.as_tensor(tokens)
+    if tokens.ndim != 1 or tokens.numel() < 2 or not bool(((tokens >= 0) & (tokens < model.config.vocab_size)).all()):
+        raise ValueError(
+            f"tokens must be a 1-D set of at least 2 ids in 0..{model.config.vocab_size - 1}, "
+            f"got shape {tuple(tokens.shape)}"
+        )
     generator = torch.Generator().manual_seed(seed)
-    first = torch.randint(0, model.config.vocab_size, (batch, length), generator=generator)  # (B, length)
+    picks = torch.randint(0, tokens.numel(), (batch, length), generator=generator)  # (B, length)
+    first = tokens[picks]  # (B, length): drawn uniformly from ``tokens``
     return torch.cat([first, first], dim=1)  # (B, 2 length): the same random tokens twice
 
 
 @torch.no_grad()
-def repeated_tokens_losses(model: GPT, *, length: int = 50, batch: int = 32, seed: int = 0) -> tuple[float, float]:
+def repeated_tokens_losses(
+    model: GPT, *, length: int = 50, batch: int = 32, seed: int = 0, tokens: torch.Tensor | None = None
+) -> tuple[float, float]:
     """Mean loss (nats) on the first and on the second copy of random tokens repeated once.
 
     Olsson et al. (2022): random tokens cannot be predicted the first time (about ln V),
     but a model that has induction heads predicts the second copy from the first, and its
-    loss there falls far below ln V. The first token of each copy is not scored.
+    loss there falls far below ln V. The first token of each copy is not scored. ``tokens``
+    (default: the whole vocabulary) are the ids to draw from: pass those the model was
+    trained on, or the test is mostly of embeddings it never learned.
     """
     _check(model, torch.zeros(1, 1, dtype=torch.long))
-    idx = _random_repeats(model, length, batch, seed)  # (B, 2 length)
+    idx = _random_repeats(model, length, batch, seed, tokens)  # (B, 2 length)
     logits = model(idx[:, :-1])  # (B, 2 length - 1, V)
     nats = F.cross_entropy(logits.transpose(1, 2), idx[:, 1:], reduction="none")  # (B, 2 length - 1)
     return float(nats[:, : length - 1].mean()), float(nats[:, length:].mean())
 
 
 @torch.no_grad()
-def prefix_matching_scores(model: GPT, *, length: int = 50, batch: int = 32, seed: int = 0) -> torch.Tensor:
+def prefix_matching_scores(
+    model: GPT, *, length: int = 50, batch: int = 32, seed: int = 0, tokens: torch.Tensor | None = None
+) -> torch.Tensor:
     """(L, H): each head's mean attention, on a repeated random sequence, to the token after an earlier copy.
 
     At position ``length + j`` (the second copy of token j) an induction head looks at
@@ -172,7 +187,7 @@ def prefix_matching_scores(model: GPT, *, length: int = 50, batch: int = 32, see
     al., 2022). A head that ignores the repeat scores about 1 / (number of keys).
     """
     _check(model, torch.zeros(1, 1, dtype=torch.long))
-    idx = _random_repeats(model, length, batch, seed)  # (B, 2 length)
+    idx = _random_repeats(model, length, batch, seed, tokens)  # (B, 2 length)
     maps = attention_maps(model, idx)  # (L, B, H, 2 length, 2 length)
     j = torch.arange(length - 1)  # second-copy queries length + j read key j + 1
     return maps[:, :, :, length + j, j + 1].mean(dim=(1, 3))  # (L, H)

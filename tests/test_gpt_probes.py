@@ -153,3 +153,20 @@ def test_head_probes_refuse_bad_heads_and_lengths(model):
         run_heads(model, torch.zeros(1, 3, dtype=torch.long), {(0, 4): torch.zeros(8)})
     with pytest.raises(ValueError, match="length"):
         repeated_tokens_losses(model, length=40)  # 2 x 40 > max_len 64
+
+
+def test_induction_tests_draw_only_from_the_tokens_given(model):
+    from lib.gpt_probes import _random_repeats
+
+    allowed = torch.tensor([3, 7, 11, 40])
+    idx = _random_repeats(model, 8, 4, 0, allowed)  # (4, 16)
+    assert set(idx.unique().tolist()) <= set(allowed.tolist())
+    assert torch.equal(idx[:, :8], idx[:, 8:])
+    # the whole vocabulary is the default, drawn exactly as before the option existed
+    gen = torch.Generator().manual_seed(2)
+    assert torch.equal(_random_repeats(model, 5, 2, 2, None)[:, :5], torch.randint(0, 50, (2, 5), generator=gen))
+    first, second = repeated_tokens_losses(model, length=6, batch=3, seed=1, tokens=allowed)
+    assert math.isfinite(first) and math.isfinite(second)
+    for bad in (torch.tensor([1]), torch.tensor([0, 50]), torch.zeros(2, 2, dtype=torch.long)):
+        with pytest.raises(ValueError, match="tokens must be"):
+            prefix_matching_scores(model, length=5, tokens=bad)
