@@ -42,7 +42,7 @@ from pathlib import Path
 
 import nbformat
 
-from lib.batch_grading import GradeReport, grade_notebooks
+from lib.batch_grading import GradeReport, SandboxUnavailable, grade_notebooks
 from lib.grade_reports import class_summary, format_table, write_csv, write_feedback
 from lib.grading_process import DEFAULT_TIME_LIMIT_S, available_cores
 
@@ -180,6 +180,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     grade.add_argument(
         "--kernel", metavar="NAME", help="grade with this Jupyter kernel (default: the grader's own Python)"
     )
+    grade.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="grade without bubblewrap: each notebook runs as you, able to read and change your files and grades",
+    )
+    grade.add_argument("--seed", type=int, help="draw the hidden inputs from this seed (default: a fresh one)")
     grade.add_argument("--json", type=Path, metavar="PATH", help="also write the report as JSON")
     grade.add_argument("--csv", type=Path, metavar="PATH", help="also write a gradebook: a row per notebook")
     grade.add_argument(
@@ -206,11 +212,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         reports = grade_notebooks(
-            args.notebooks, args.time_limit, jobs=args.jobs, kernel_name=args.kernel, on_report=on_report
-        )
+            args.notebooks, args.time_limit, jobs=args.jobs, kernel_name=args.kernel, on_report=on_report,
+            seed=args.seed, sandboxed=not args.no_sandbox,
+        )  # fmt: skip
+    except SandboxUnavailable as error:
+        print(f"not grading: {error}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("\ngrading interrupted: every grading process and kernel is stopped; no report written")
         return 130
+    if args.no_sandbox:
+        print("graded WITHOUT a sandbox (--no-sandbox): any notebook could have changed files and grades")
+    print(f"hidden inputs drawn from seed {reports[0].seed if reports else args.seed} (--seed grades alike)")
     print()
     print(format_table(reports))
     print()
