@@ -85,9 +85,8 @@ def counted_answers(
 
 def _where(cells: list[int]) -> str:
     numbered = sorted({cell + 1 for cell in cells if cell >= 0})
-    if not numbered:
-        return "outside any cell"
-    return f"in cell{'s' if len(numbered) > 1 else ''} {', '.join(map(str, numbered))}"
+    places = [f"in cell{'s' if len(numbered) > 1 else ''} {', '.join(map(str, numbered))}"] if numbered else []
+    return " and ".join(places + ["outside any cell"] * (-1 in cells))
 
 
 def _scaled(value, generator: torch.Generator):

@@ -107,7 +107,9 @@ def _read_entry(folder: Path, path: Path) -> dict | None:
     plain = {key: value for key, value in entry.items() if isinstance(value, str)}
     if plain["answer"] in ("numbers", "function"):
         file = folder / Path(plain.get("file", "")).name
-        if not file.is_file() or file.is_symlink() or file.stat().st_size > MAX_FILE_BYTES:
+        if file.is_symlink() or not file.is_file():
+            return None
+        if file.stat().st_size > MAX_FILE_BYTES:
             return {**plain, "answer": "problem", "problem": "the answer was too large to grade"}
         try:
             if plain["answer"] == "numbers":

@@ -255,7 +255,10 @@ def grade_notebook(
     )
     report.problems += ignored
     graded = answer_grading.grade_answers(known, counted, seed, sandboxed=sandboxed)
-    for exercise_id, result in graded.items():
+    for exercise_id, result in graded.items():  # the grade also shows in the exercise's cell of the executed copy
+        notebook.cells[own[exercise_id]].outputs.append(
+            nbformat.v4.new_output("display_data", data=result.mime_bundle(), metadata={"graded": True})
+        )
         report.exercises[exercise_id] = result.status
         report.details[exercise_id] = {
             **{name: str(getattr(result, name) or "") for name in ("message", "feedback", "hint", "mistake")},

@@ -278,6 +278,8 @@ def supervise(
             with _RUNNING_LOCK:
                 _RUNNING.pop(worker.pid, None)
         _kill_group(worker.pid)  # without a sandbox: whatever the worker left in its session
+        if sandboxed and status > 128:  # bwrap exits 128 + N when its command was killed by signal N
+            status = 128 - status
         events = _read_events(events_path)
         if not sandboxed:  # the kernel, and whatever the notebook started, is gone when grading is
             _kill_group(next((event for event in events if "kernel" in event), {}).get("pgid"))
