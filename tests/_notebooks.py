@@ -31,3 +31,25 @@ def write_notebook(path: Path, *sources: str, kernel: str = "python3", stored: b
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, path)
     return path
+
+
+def sandboxed_processes() -> list[int]:
+    """The processes running now in a PID namespace other than this one's that look like a
+    grading sandbox's (its worker, a kernel, a hidden run): what a batch must leave none of."""
+    import os
+
+    ours = os.readlink("/proc/self/ns/pid")
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            namespace = os.readlink(f"/proc/{entry}/ns/pid")
+            with open(f"/proc/{entry}/cmdline", "rb") as file:
+                command = file.read()
+            folder = os.readlink(f"/proc/{entry}/cwd")
+        except OSError:  # it ended while we looked
+            continue
+        if namespace != ours and (b"/tmp/grading" in command + folder.encode() or b"lib.hidden_runs" in command):
+            found.append(int(entry))
+    return found
