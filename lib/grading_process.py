@@ -225,7 +225,7 @@ def _command(argv: list[str], shared: Path, env: dict[str, str], sandboxed: bool
     inside = [arg.replace(str(shared), str(sandbox.INSIDE)) for arg in argv]
     env = {name: value.replace(str(shared), str(sandbox.INSIDE)) for name, value in env.items()}
     command = sandbox.command(inside, shared, env=env, cwd=sandbox.INSIDE / "handin", limits=limits, trained=CACHE_DIR)
-    return command, None, sandbox.INSIDE
+    return command, dict(sandbox.OUTSIDE_ENV), sandbox.INSIDE
 
 
 def supervise(

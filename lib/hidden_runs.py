@@ -170,7 +170,7 @@ def _run_once(runs: list[FunctionRun], skip: set[int], sandboxed: bool, limits: 
             command = sandbox.command(
                 [*argv, str(sandbox.INSIDE)], folder, env=sandbox.environment_for_threads(1), limits=limits
             )
-            env = None
+            env = dict(sandbox.OUTSIDE_ENV)
         else:
             command, env = [*argv, str(folder)], sandbox.no_sandbox_environment()
         budget = sum(run.timeout_s * len(run.cases) for run in runs) + 60

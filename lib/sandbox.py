@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Limits", "available", "command", "INSIDE", "LIBRARY_ROOT", "UNAVAILABLE_HELP"]
+__all__ = ["Limits", "available", "command", "INSIDE", "LIBRARY_ROOT", "UNAVAILABLE_HELP", "OUTSIDE_ENV"]
 
 LIBRARY_ROOT = Path(__file__).resolve().parent.parent  # the folder that holds `lib`
 INSIDE = Path("/tmp/grading")  # where the shared folder is seen inside the sandbox
@@ -46,6 +46,9 @@ UNAVAILABLE_HELP = (
     "and {why}; --no-sandbox grades anyway, with every notebook running as you, able to read and "
     "change your files, other hand-ins and its own grade (README: the threat model)"
 )
+# The environment bwrap itself starts with: the sandbox's first process keeps bwrap's initial
+# environment in /proc/1/environ, readable inside, so the grader's own never reaches it.
+OUTSIDE_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 # What the sandbox may keep of the exercises package: the registry and the shapes of an
 # exercise, none of the chapters' modules (expected values, known mistakes, hidden cases).
 _EXERCISES_KEPT = ("__init__.py", "base.py")
