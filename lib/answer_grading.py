@@ -76,8 +76,8 @@ def counted_answers(
     problems = []
     for exercise_id, cells in elsewhere.items():
         where = _where(cells)
-        own_cell = f"its own cell {own[exercise_id] + 1}" if exercise_id in own else "no cell of its own"
-        problems.append(f"an answer to {exercise_id} given {where}, not in {own_cell}: not counted")
+        own_cell = f"not in its own cell {own[exercise_id] + 1}" if exercise_id in own else "no cell of its own"
+        problems.append(f"an answer to {exercise_id} given {where}, {own_cell}: not counted")
     for exercise_id, cells in other_chapter.items():
         problems.append(f"an answer to {exercise_id}, another chapter's exercise, given {_where(cells)}: not counted")
     return counted, problems

@@ -13,7 +13,9 @@ SOLVED = ("check('1.equal-scores', [1, 2])", "check('1.wider-variance', [1024, 1
 def stored_record(exercise_id: str) -> dict:
     """A display output as an earlier run of check() might have stored it: a correct result."""
     record = {"id": exercise_id, "status": "correct", "cell": 3, "mistake": "", "message": "right"}
-    return new_output("display_data", data={"text/plain": f"[{exercise_id}] ✓ correct"}, metadata={"lib.checks": record})
+    return new_output(
+        "display_data", data={"text/plain": f"[{exercise_id}] ✓ correct"}, metadata={"lib.checks": record}
+    )
 
 
 def write_notebook(path: Path, *sources: str, kernel: str = "python3", stored: bool = False) -> Path:

@@ -144,7 +144,11 @@ def test_the_answer_that_counts_is_the_last_its_own_cell_recorded(tmp_path):
         "import os, torch\nprint(torch.get_num_threads(), 'PYTEST_CURRENT_TEST' in os.environ)",
     )
     report = grade_notebook(path, time_limit=60, threads=1)
-    assert report.exercises == {"1.masked-read": "incorrect", "1.equal-scores": "correct", "1.wider-variance": "correct"}
+    assert report.exercises == {
+        "1.masked-read": "incorrect",
+        "1.equal-scores": "correct",
+        "1.wider-variance": "correct",
+    }
     assert report.details["1.masked-read"]["message"].startswith("[2., 0.] is not it")
     assert report.problems == ["an answer to 1.equal-scores given in cell 5, not in its own cell 4: not counted"]
     assert [output.get("text") for output in report.executed.cells[2].outputs][-2] == "recorded\n"

@@ -43,7 +43,7 @@ def test_an_interrupted_batch_leaves_no_grading_process_or_kernel_behind(tmp_pat
         path = write_notebook(tmp_path / str(sandboxed) / "ch.ipynb", SOLVED[0], "while True:\n    pass")
         reports = []
         batch = threading.Thread(
-            target=lambda path=path, sandboxed=sandboxed: reports.extend(
+            target=lambda path=path, sandboxed=sandboxed, reports=reports: reports.extend(
                 grade_notebooks([path], 600, jobs=1, sandboxed=sandboxed)
             )
         )
@@ -73,5 +73,7 @@ def test_an_interrupted_batch_leaves_no_grading_process_or_kernel_behind(tmp_pat
         if sandboxed:
             _wait_for(lambda: not sandboxed_processes(), "the sandbox's processes end")
         else:
-            _wait_for(lambda: gone(kernel["pgid"]), "the kernel's process group end")
-        assert grading_process._RUNNING == {} and not grading_process._STOPPING.is_set()  # the next batch grades as usual
+            _wait_for(lambda kernel=kernel: gone(kernel["pgid"]), "the kernel's process group end")
+        assert (
+            grading_process._RUNNING == {} and not grading_process._STOPPING.is_set()
+        )  # the next batch grades as usual
