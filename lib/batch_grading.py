@@ -1,20 +1,22 @@
-"""Grading a class: each notebook executed afresh, and what check() said in that run collected.
+"""Grading a class: each notebook run afresh in a sandbox, and what its cells recorded graded outside it.
 
-``grade_notebook`` executes a (student's) notebook and collects what each ``check`` call
-reported in that run. Every stored output is cleared first, and only a result record that
-``check`` signed with the key the grader made for this run, in the cell it shows in, counts:
-a copied or hand-made record is a problem line, never a mark. Each notebook runs in a
-grading process of its own (``lib.grading_process``), so nothing a notebook does stops the
-batch: an endless loop, a kernel that dies, exit(), a cell that kills its parent process, or
-a syntax error becomes that notebook's line in the report ("timed out in cell 12", "kernel
-died in cell 3", "kernel stopped by exit() in cell 4", "grading process killed by SIGKILL in
-cell 5", "syntax error in cell 5, line 2"), and so does the first error ("ImportError in
-cell 2: cannot import name 'chek' ..."), while grading goes on. The kernel runs in the
-notebook's own folder. A chapter's notebook (``01_....ipynb``) is graded on every exercise
-of its chapter, so one whose cell the student deleted reads "not attempted" and still
-counts; a ``check`` of an id the book does not have (a typo, a renamed exercise) is a
-problem line, not a column. ``lib.grade_reports`` turns the reports into a table, a class
-summary, a gradebook and feedback files; ``python -m lib.student grade`` does all of it.
+``grade_notebook`` runs a (student's) notebook in a grading process of its own, in a sandbox
+(``lib.grading_process``, ``lib.sandbox``) on a private copy of its folder, with every stored
+output cleared. There ``check()`` grades nothing: it records each answer as data
+(``lib.answer_records``); the grader, outside, keeps the answer each exercise's own cell
+recorded last and grades it with the answer key the sandbox never saw (``lib.answer_grading``:
+functions run on hidden inputs drawn from the batch's seed, in a sandbox of their own). So
+nothing a notebook does changes any grade but its own. Nor does it stop the batch: an endless
+loop, a kernel that dies, exit(), a cell that kills its parent process, or a syntax error
+becomes that notebook's line in the report ("timed out in cell 12", "kernel died in cell 3",
+"kernel stopped by exit() in cell 4", "grading process killed by SIGKILL in cell 5", "syntax
+error in cell 5, line 2"), and so does the first error ("ImportError in cell 2: cannot import
+name 'chek' ..."), and an answer given outside its own cell, while grading goes on. A
+chapter's notebook (``01_....ipynb``) is graded on every exercise of its chapter, so one
+whose cell the student deleted reads "not attempted" and still counts; a ``check`` of an id
+the book does not have (a typo, a renamed exercise) is a problem line, not a column.
+``lib.grade_reports`` turns the reports into a table, a class summary, a gradebook and
+feedback files; ``python -m lib.student grade`` does all of it.
 
 A notebook's student is the name of its folder (``submissions/ada/01_...ipynb`` is Ada's);
 cells are numbered from 1, counting markdown cells, as they appear in the notebook.

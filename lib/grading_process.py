@@ -1,16 +1,17 @@
-"""The grading process: one notebook run in a kernel of its own, supervised (used by ``lib.batch_grading``).
+"""The grading process: one notebook run in a kernel of its own, sandboxed and supervised (for ``lib.batch_grading``).
 
-Nothing a notebook does may stop the batch it is graded in: an endless loop, a kernel that
-dies, ``exit()``, even a cell that kills its parent process. So each notebook runs in a
-process of its own (``run_cells``), in a session of its own, which writes what happens to an
-events file as it happens, one JSON object a line: the kernel's process, each cell as it
-starts and its outputs once it ran, why the run stopped. The supervisor (``supervise``) waits
-for it (the time limit plus a margin at most), reads how far it got even when the process
-was killed, and names what went wrong ("grading process killed by SIGKILL in cell 5"). The
-kernel is the grader's own Python, whatever kernelspec the notebook names, and imports this
-checkout's ``lib`` first; it gets the run's signing key in its environment, and ``lib.checks``
-takes it from there before the first cell runs. ``stop_grading`` ends every grading process
-running now and its kernel (what Ctrl-C does).
+Nothing a notebook does may stop the batch it is graded in, or reach beyond its own run: an
+endless loop, a kernel that dies, ``exit()``, a cell that kills its parent process, one that
+deletes a classmate's hand-in. So each notebook runs in a process of its own (``run_cells``),
+in a bubblewrap sandbox (``lib.sandbox``) on a private copy of its folder, which writes what
+happens to an events file as it happens, one JSON object a line: the kernel's process, each
+cell as it starts and its outputs once it ran, why the run stopped. The supervisor
+(``supervise``) waits for it (the time limit plus a margin at most), reads how far it got even
+when the process was killed, names what went wrong ("grading process killed by SIGKILL in cell
+5"), and takes the answers ``check()`` recorded (``lib.answer_records``) as data. When the
+sandbox ends, everything it started ends with it. The kernel is the grader's own Python,
+whatever kernelspec the notebook names, and imports this checkout's ``lib`` first.
+``stop_grading`` ends every grading process running now (what Ctrl-C does).
 
 This module imports neither torch nor ``lib.checks``, so the process starts in a second less.
 """

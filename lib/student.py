@@ -15,9 +15,11 @@ learner's own run should produce the rest). ``make lab`` opens these copies, in
 A copy is never written with an answer in it: a solution marker left unmatched (``# END
 SOLUTON``) stops that chapter's copy with an error that names the cell.
 
-Grading lives in ``lib.batch_grading`` (a notebook executed afresh, only this run's signed
-results counted), ``lib.grading_process`` (the supervised process each notebook runs in)
-and ``lib.grade_reports`` (table, summary, gradebook, feedback files):
+Grading lives in ``lib.batch_grading`` (a notebook executed afresh in a sandbox, its recorded
+answers graded outside it), ``lib.grading_process`` and ``lib.sandbox`` (the supervised,
+sandboxed process each notebook runs in), ``lib.answer_grading`` and ``lib.hidden_runs`` (the
+grade, computed with the answer key) and ``lib.grade_reports`` (table, summary, gradebook,
+feedback files):
 
     python -m lib.student copy chapters student            # write missing student copies
     python -m lib.student grade submissions/*/*.ipynb      # run and grade; a table per student
@@ -25,6 +27,8 @@ and ``lib.grade_reports`` (table, summary, gradebook, feedback files):
     python -m lib.student grade ... --csv book.csv         # the gradebook: a row per notebook
     python -m lib.student grade ... --feedback out/        # out/<student>/<notebook>.md to send back
     python -m lib.student grade ... --jobs 4 --kernel NAME # 4 at once; another Jupyter kernel
+    python -m lib.student grade ... --seed 7               # the hidden inputs a run drew, again
+    python -m lib.student grade ... --no-sandbox           # where no bwrap runs: unprotected
 
 A notebook's student is the name of its folder (``submissions/ada/01_...ipynb`` is Ada's).
 """

@@ -14,12 +14,15 @@ import sys
 from pathlib import Path
 
 import nbformat
+import pytest
 from _notebooks import CHAPTER_1, ROOT, SOLVED, write_notebook
 
 from lib import student
 from lib.batch_grading import exercises, grade_notebook
 from lib.checks import check
 from lib.grade_reports import TABLE_WIDTH
+
+pytestmark = pytest.mark.usefixtures("needs_sandbox")
 
 
 def _grade_in_subprocess(*args: str) -> subprocess.CompletedProcess:

@@ -32,7 +32,7 @@ def _wait_for(condition, what: str, limit_s: float = 300.0) -> None:
         time.sleep(0.2)
 
 
-def test_an_interrupted_batch_leaves_no_grading_process_or_kernel_behind(tmp_path):
+def test_an_interrupted_batch_leaves_no_grading_process_or_kernel_behind(tmp_path, needs_sandbox):
     """What Ctrl-C does (grade_notebooks calls stop_grading on any interrupt): the grading
     processes sit in sessions of their own, so the terminal's signal would not reach them.
     Without a sandbox the kernel's process group is stopped; with one, the sandbox ends and

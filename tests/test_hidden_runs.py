@@ -5,7 +5,6 @@ import cloudpickle
 import pytest
 import torch
 
-from lib import sandbox
 from lib.hidden_runs import FunctionRun, run_functions
 
 CASES = [(torch.tensor([[1.0, 2.0]]),), (torch.tensor([[3.0, -1.0]], dtype=torch.float64),)]
@@ -15,7 +14,7 @@ def _run(function, forbidden=()) -> FunctionRun:
     return FunctionRun(cloudpickle.dumps(function), CASES, list(forbidden), [], 2.0)
 
 
-@pytest.mark.skipif(not sandbox.available()[0], reason=f"no sandbox here: {sandbox.available()[1]}")
+@pytest.mark.usefixtures("needs_sandbox")
 def test_functions_run_in_a_sandbox_and_only_their_outputs_come_back():
     import lib.attention
 

@@ -23,10 +23,9 @@ from pathlib import Path
 import pytest
 from _notebooks import CHAPTER_1, ROOT, sandboxed_processes, write_notebook
 
-from lib import sandbox
 from lib.exercises import find
 
-pytestmark = pytest.mark.skipif(not sandbox.available()[0], reason=f"no sandbox here: {sandbox.available()[1]}")
+pytestmark = pytest.mark.usefixtures("needs_sandbox")
 
 NAME = CHAPTER_1.name  # every hand-in is a chapter 1 notebook: graded on chapter 1's six exercises
 SECRET = "teacher-secret-4471"  # in the grader's environment: no notebook may print it

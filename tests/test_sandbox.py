@@ -13,8 +13,6 @@ from _notebooks import ROOT, SOLVED, write_notebook
 
 from lib import sandbox
 
-needs_bwrap = pytest.mark.skipif(not sandbox.available()[0], reason=f"no sandbox here: {sandbox.available()[1]}")
-
 PROBE = """
 import json, os, resource, socket, sys
 seen = {"proc": sorted(p for p in os.listdir('/proc') if p.isdigit()), "env": sorted(os.environ)}
@@ -37,7 +35,7 @@ print(json.dumps(seen))
 """
 
 
-@needs_bwrap
+@pytest.mark.usefixtures("needs_sandbox")
 def test_the_sandbox_shows_the_project_read_only_without_the_answer_key(tmp_path):
     limits = sandbox.Limits(memory_bytes=3 * 1024**3)
     command = sandbox.command(

@@ -71,7 +71,7 @@ def test_student_copy_never_overwrites_a_learners_work(tmp_path, capsys):
     assert nbformat.read(path, as_version=4).cells[0].source != "my notes"
 
 
-def test_batch_grading_survives_loops_dead_kernels_and_syntax_errors(tmp_path, capsys):
+def test_batch_grading_survives_loops_dead_kernels_and_syntax_errors(tmp_path, capsys, needs_sandbox):
     """One notebook loops forever, one kills its kernel, one has a syntax error: each gets
     its line, within the time limit, and the good notebook after them is still graded."""
     notebooks = [
