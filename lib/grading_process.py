@@ -225,6 +225,7 @@ def _command(argv: list[str], shared: Path, env: dict[str, str], sandboxed: bool
 
     inside = [arg.replace(str(shared), str(sandbox.INSIDE)) for arg in argv]
     env = {name: value.replace(str(shared), str(sandbox.INSIDE)) for name, value in env.items()}
+    env |= {"BOOK_CACHE_DIR": str(CACHE_DIR)} if "BOOK_CACHE_DIR" in os.environ else {}
     command = sandbox.command(inside, shared, env=env, cwd=sandbox.INSIDE / "handin", limits=limits, trained=CACHE_DIR)
     return command, dict(sandbox.OUTSIDE_ENV), sandbox.INSIDE
 

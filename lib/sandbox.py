@@ -153,16 +153,18 @@ def _limit_values(limits: Limits) -> tuple[int, int, int]:
 
 
 def copy_hand_in(notebook_path: Path, folder: Path, max_bytes: int = 100 * 1024**2) -> list[str]:
-    """Copy the regular files beside a notebook (its data, not its subfolders or links) into
+    """Copy the notebook and the regular files beside it (its data; not other notebooks, which
+    may be classmates' in a class handed in as one folder, nor subfolders or links) into
     ``folder``, up to ``max_bytes`` in all; returns what was left out and why."""
     left_out = []
     total = 0
     folder.mkdir(parents=True, exist_ok=True)
-    for path in sorted(Path(notebook_path).parent.iterdir()):
-        if path.is_symlink() or not path.is_file():
+    notebook_path = Path(notebook_path)
+    for path in sorted(notebook_path.parent.iterdir()):
+        if path.is_symlink() or not path.is_file() or (path.suffix == ".ipynb" and path.name != notebook_path.name):
             continue
         size = path.stat().st_size
-        if total + size > max_bytes and path.name != Path(notebook_path).name:
+        if total + size > max_bytes and path.name != notebook_path.name:
             left_out.append(f"{path.name} (the folder's files pass {max_bytes // 1024**2} MB)")
             continue
         shutil.copyfile(path, folder / path.name, follow_symlinks=False)

@@ -1,10 +1,11 @@
 """Issue 29: no hand-in can change any grade but its own.
 
 A class is graded twice by ``python -m lib.student grade`` run as a subprocess on a copy of
-the library, never on this checkout: the honest hand-ins alone (a solved chapter 1, a small
-notebook with one named mistake, a blank one), then the same with seven hostile hand-ins (eleven attacks),
-each written as a student would, knowing only what is public of the grader (the class
-folder's path, as the teacher's command line shows it). After the batch: each honest grade
+the library, never on this checkout: the honest hand-ins alone (chapter 1 solved, one named
+mistake, blank: small notebooks, as tests/test_batch_grading.py grades the whole chapter),
+then the same with seven hostile hand-ins (eleven attacks), each written as a student would,
+knowing only what is public of the grader (the class folder's path, as the teacher's command
+line shows it). After the batch: each honest grade
 is what it was alone, every file outside the grader's output folder is byte-identical, no
 process the batch started is alive, the table, CSV and JSON list every notebook, and each
 hostile hand-in scores only what its own work earns.
@@ -182,8 +183,12 @@ def test_no_hand_in_changes_any_grade_but_its_own(tmp_path):
     shutil.copytree(ROOT / "chapters" / "results", repo / "chapters" / "results")
     (tmp_path / "teacher.txt").write_text("the teacher's own file\n")
     mistake = next(w for w in find("1.longer-query").wrong_answers if list(w.value) == [2.0, 0.0])
+    solved = [  # the right answers, as the chapter's solutions compute them
+        f"check({exercise_id!r}, {find(exercise_id).expected!r})"
+        for exercise_id in ("1.longer-query", "1.equal-scores", "1.masked-read", "1.new-values", "1.wider-variance")
+    ]
     honest = [
-        class_dir / "ada_solved" / NAME,
+        write_notebook(class_dir / "ada_solved" / NAME, *solved, SOLVED_SOFTMAX),
         write_notebook(
             class_dir / "bo_mistake" / NAME,
             "answer = [2.0, 0.0]\ncheck('1.longer-query', answer)",
@@ -192,8 +197,6 @@ def test_no_hand_in_changes_any_grade_but_its_own(tmp_path):
         ),  # fmt: skip
         write_notebook(class_dir / "cy_blank" / NAME, *BLANK),
     ]
-    honest[0].parent.mkdir(parents=True)
-    shutil.copyfile(CHAPTER_1, honest[0])
     outputs = tmp_path / "out"
     outputs.mkdir()
     _, alone = _grade(repo, honest, outputs / "alone")

@@ -59,6 +59,7 @@ def test_a_hand_in_is_copied_without_its_links_or_subfolders(tmp_path):
     folder = tmp_path / "ada"
     (folder / "sub").mkdir(parents=True)
     (folder / "ch.ipynb").write_text("{}")
+    (folder / "classmate.ipynb").write_text("{}")  # a class handed in as one folder: not this notebook's
     (folder / "data.csv").write_text("1,2")
     (folder / "big.bin").write_bytes(b"x" * 2000)
     (folder / "link").symlink_to(tmp_path / "teacher.txt")
