@@ -61,7 +61,7 @@ class Limits:
 
     memory_bytes: int = 2 * 1024**3
     file_bytes: int = 64 * 1024**2
-    processes: int = 256
+    processes: int = 1024  # threads count too (torch starts one a core), and, outside root, the user's others
     tmp_bytes: int = 256 * 1024**2
 
 
