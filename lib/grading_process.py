@@ -218,16 +218,17 @@ def _kill_group(pgid: int | None) -> None:
 
 
 def _command(argv: list[str], shared: Path, env: dict[str, str], sandboxed: bool, limits: sandbox.Limits):
-    """(command, environment, where the shared folder is seen by the command)."""
+    """(command, environment): ``argv`` run in a sandbox that sees ``shared`` as ``sandbox.INSIDE``,
+    or, when not ``sandboxed``, as it is."""
     if not sandboxed:
-        return argv, {**sandbox.no_sandbox_environment(), **env}, shared
+        return argv, {**sandbox.no_sandbox_environment(), **env}
     from lib.trained import CACHE_DIR  # trained models, built before grading, shown read-only
 
     inside = [arg.replace(str(shared), str(sandbox.INSIDE)) for arg in argv]
     env = {name: value.replace(str(shared), str(sandbox.INSIDE)) for name, value in env.items()}
     env |= {"BOOK_CACHE_DIR": str(CACHE_DIR)} if "BOOK_CACHE_DIR" in os.environ else {}
     command = sandbox.command(inside, shared, env=env, cwd=sandbox.INSIDE / "handin", limits=limits, trained=CACHE_DIR)
-    return command, dict(sandbox.OUTSIDE_ENV), sandbox.INSIDE
+    return command, dict(sandbox.OUTSIDE_ENV)
 
 
 def supervise(
@@ -261,7 +262,7 @@ def supervise(
         argv = [sys.executable, "-c", _WORKER, str(source), str(events_path), str(shared / "handin")]
         argv += [repr(float(time_limit)), kernel_name or "", str(shared / "kernels")]
         env = {RECORD_ENV: str(shared / "answers"), **sandbox.environment_for_threads(threads)}
-        command, env, _ = _command(argv, shared, env, sandboxed, limits)
+        command, env = _command(argv, shared, env, sandboxed, limits)
         overran = False
         with open(log_path, "wb") as log, _RUNNING_LOCK:
             if _STOPPING.is_set():
@@ -279,11 +280,11 @@ def supervise(
         finally:
             with _RUNNING_LOCK:
                 _RUNNING.pop(worker.pid, None)
-        _kill_group(worker.pid)  # without a sandbox: whatever the worker left in its session
         if sandboxed and status > 128:  # bwrap exits 128 + N when its command was killed by signal N
             status = 128 - status
         events = _read_events(events_path)
         if not sandboxed:  # the kernel, and whatever the notebook started, is gone when grading is
+            _kill_group(worker.pid)  # (in a sandbox, all of it ended with the sandbox)
             _kill_group(next((event for event in events if "kernel" in event), {}).get("pgid"))
         records = read_records(shared / "answers")
         log_tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] if log_path.exists() else []
