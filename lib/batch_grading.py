@@ -1,20 +1,22 @@
-"""Grading a class: each notebook executed afresh, and what check() said in that run collected.
+"""Grading a class: each notebook run afresh in a sandbox, and what its cells recorded graded outside it.
 
-``grade_notebook`` executes a (student's) notebook and collects what each ``check`` call
-reported in that run. Every stored output is cleared first, and only a result record that
-``check`` signed with the key the grader made for this run, in the cell it shows in, counts:
-a copied or hand-made record is a problem line, never a mark. Each notebook runs in a
-grading process of its own (``lib.grading_process``), so nothing a notebook does stops the
-batch: an endless loop, a kernel that dies, exit(), a cell that kills its parent process, or
-a syntax error becomes that notebook's line in the report ("timed out in cell 12", "kernel
-died in cell 3", "kernel stopped by exit() in cell 4", "grading process killed by SIGKILL in
-cell 5", "syntax error in cell 5, line 2"), and so does the first error ("ImportError in
-cell 2: cannot import name 'chek' ..."), while grading goes on. The kernel runs in the
-notebook's own folder. A chapter's notebook (``01_....ipynb``) is graded on every exercise
-of its chapter, so one whose cell the student deleted reads "not attempted" and still
-counts; a ``check`` of an id the book does not have (a typo, a renamed exercise) is a
-problem line, not a column. ``lib.grade_reports`` turns the reports into a table, a class
-summary, a gradebook and feedback files; ``python -m lib.student grade`` does all of it.
+``grade_notebook`` runs a (student's) notebook in a grading process of its own, in a sandbox
+(``lib.grading_process``, ``lib.sandbox``) on a private copy of its folder, with every stored
+output cleared. There ``check()`` grades nothing: it records each answer as data
+(``lib.answer_records``); the grader, outside, keeps the answer each exercise's own cell
+recorded last and grades it with the answer key the sandbox never saw (``lib.answer_grading``:
+functions run on hidden inputs drawn from the batch's seed, in a sandbox of their own). So
+nothing a notebook does changes any grade but its own. Nor does it stop the batch: an endless
+loop, a kernel that dies, exit(), a cell that kills its parent process, or a syntax error
+becomes that notebook's line in the report ("timed out in cell 12", "kernel died in cell 3",
+"kernel stopped by exit() in cell 4", "grading process killed by SIGKILL in cell 5", "syntax
+error in cell 5, line 2"), and so does the first error ("ImportError in cell 2: cannot import
+name 'chek' ..."), and an answer given outside its own cell, while grading goes on. A
+chapter's notebook (``01_....ipynb``) is graded on every exercise of its chapter, so one
+whose cell the student deleted reads "not attempted" and still counts; a ``check`` of an id
+the book does not have (a typo, a renamed exercise) is a problem line, not a column.
+``lib.grade_reports`` turns the reports into a table, a class summary, a gradebook and
+feedback files; ``python -m lib.student grade`` does all of it.
 
 A notebook's student is the name of its folder (``submissions/ada/01_...ipynb`` is Ada's);
 cells are numbered from 1, counting markdown cells, as they appear in the notebook.
@@ -23,7 +25,7 @@ cells are numbered from 1, counting markdown cells, as they appear in the notebo
 from __future__ import annotations
 
 import copy
-import hmac
+import json
 import re
 import secrets
 import time
@@ -34,6 +36,7 @@ from pathlib import Path
 
 import nbformat
 
+from lib import answer_grading, sandbox
 from lib.grading_process import (
     DEFAULT_TIME_LIMIT_S,
     allow_grading,
@@ -43,11 +46,11 @@ from lib.grading_process import (
     supervise,
 )
 
-__all__ = ["GradeReport", "grade_notebook", "grade_notebooks", "exercises", "NOT_RUN"]
+__all__ = ["GradeReport", "grade_notebook", "grade_notebooks", "exercises", "NOT_RUN", "SandboxUnavailable"]
 
 NOT_RUN = "not run"
+OUTPUT_LIMIT = 10 * 1024**2  # bytes of a notebook's outputs kept for its feedback; past them, a problem line
 _SYNTAX_ERRORS = ("SyntaxError", "IndentationError", "TabError")
-_CHECK_CALL = re.compile(r"""\bcheck\(\s*["']([^"']+)["']""")
 
 
 def _checks():
@@ -61,6 +64,10 @@ def exercises() -> dict:
     return _checks().exercises()
 
 
+class SandboxUnavailable(RuntimeError):
+    """No sandbox to grade in here (the message says what is missing, and about --no-sandbox)."""
+
+
 @dataclass
 class GradeReport:
     """What grading one notebook found."""
@@ -70,6 +77,7 @@ class GradeReport:
     exercises: dict[str, str] = field(default_factory=dict)  # id -> correct/incorrect/not attempted/not run
     problems: list[str] = field(default_factory=list)  # "timed out in cell 12", "syntax error in cell 5, line 2"
     seconds: float = 0.0
+    seed: int = 0  # the batch's seed: which hidden inputs were drawn (the same seed grades alike)
     # id -> what check() told the learner in this run: message, feedback, hint, mistake (the
     # feedback of the known wrong answer that fired, "" if none), cell (its number)
     details: dict[str, dict] = field(default_factory=dict)
@@ -82,7 +90,7 @@ class GradeReport:
         return sum(status == "correct" for status in self.exercises.values())
 
     def as_dict(self) -> dict:
-        fields = ("notebook", "student", "exercises", "problems", "seconds", "details")
+        fields = ("notebook", "student", "exercises", "problems", "seconds", "details", "seed")
         return {
             **{name: getattr(self, name) for name in fields},
             "correct": self.n_correct,
@@ -90,14 +98,17 @@ class GradeReport:
         }
 
 
-def _chapter_exercises(notebook_path: Path) -> list[str]:
-    """The ids of the chapter a notebook's name starts with ("01_....ipynb": chapter 1's), so
-    that an exercise whose cell the student deleted is still a column, and still counts."""
+def _chapter(notebook_path: Path) -> str | None:
+    """The chapter a notebook's name starts with ("01_....ipynb": "1"), None for another name."""
     match = re.match(r"(\d+)_", Path(notebook_path).name)
-    if not match:
-        return []
-    chapter = str(int(match.group(1)))
-    return [i for i in exercises() if i.split(".")[0] == chapter]
+    return str(int(match.group(1))) if match else None
+
+
+def _chapter_exercises(notebook_path: Path) -> list[str]:
+    """The ids of the notebook's chapter, so that an exercise whose cell the student deleted
+    is still a column, and still counts."""
+    chapter = _chapter(notebook_path)
+    return [] if chapter is None else [i for i in exercises() if i.split(".")[0] == chapter]
 
 
 def _cleared(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
@@ -108,25 +119,6 @@ def _cleared(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
             cell.outputs = []
             cell.execution_count = None
     return notebook
-
-
-def _genuine(record, key: bytes, request: str) -> bool:
-    """Whether a result record was made by check() in this run, in the cell it shows in
-    (``request``: the id of the request that ran that cell)."""
-    checks = _checks()
-    if not isinstance(record, dict) or not isinstance(record.get("sig"), str):
-        return False
-    try:
-        expected = checks.record_signature(record, key)
-    except (TypeError, ValueError):
-        return False
-    return (
-        hmac.compare_digest(record["sig"], expected)
-        and bool(request)
-        and record.get("request") == request
-        and isinstance(record.get("id"), str)
-        and record.get("status") in (checks.CORRECT, checks.INCORRECT, checks.NOT_ATTEMPTED)
-    )
 
 
 def _short_error(text: str) -> str:
@@ -166,6 +158,45 @@ def _cells_text(numbers: list[int]) -> str:
     return f"cell{'s' if len(unique) > 1 else ''} {', '.join(map(str, unique))}"
 
 
+def _kinds() -> dict[str, str]:
+    """Each exercise's id and kind, all that check() in the sandbox learns of the book."""
+    from lib.exercises.base import FunctionExercise
+
+    return {i: "function" if isinstance(e, FunctionExercise) else "value" for i, e in exercises().items()}
+
+
+def _apply_events(notebook: nbformat.NotebookNode, events: list[dict]) -> tuple[dict[str, int], list[str]]:
+    """Put each cell's outputs from this run back in the notebook (the first ``OUTPUT_LIMIT``
+    bytes of them); returns the cell index of each request and the problems it met."""
+    cell_of_request: dict[str, int] = {}
+    stops, kept, dropped = [], 0, None
+    for event in events:
+        index = event.get("ran")
+        if isinstance(index, int) and 0 <= index < len(notebook.cells):
+            cell = notebook.cells[index]
+            outputs = event.get("outputs") if isinstance(event.get("outputs"), list) else []
+            size = len(json.dumps(outputs))
+            if kept + size > OUTPUT_LIMIT:
+                dropped = index if dropped is None else dropped
+                outputs = []
+            kept += size
+            try:
+                cell.outputs = [nbformat.from_dict(output) for output in outputs]
+            except Exception:  # outputs the sandbox wrote by hand: not kept
+                cell.outputs = []
+            cell.execution_count = (
+                event.get("execution_count") if isinstance(event.get("execution_count"), int) else None
+            )
+            request = event.get("request")
+            if isinstance(request, str) and request:
+                cell_of_request.setdefault(request, index)
+        elif "problem" in event:
+            stops.append(str(event["problem"])[:200])
+    if dropped is not None:
+        stops.append(f"outputs past {OUTPUT_LIMIT // 1024**2} MB not kept (from cell {dropped + 1} on)")
+    return cell_of_request, stops
+
+
 def grade_notebook(
     notebook_path: Path,
     time_limit: float = DEFAULT_TIME_LIMIT_S,
@@ -173,25 +204,30 @@ def grade_notebook(
     student: str | None = None,
     kernel_name: str | None = None,
     threads: int | None = None,
+    seed: int = 0,
+    sandboxed: bool = True,
 ) -> GradeReport:
-    """Execute the notebook in its own folder and report what each check() call said.
+    """Execute the notebook in a sandbox, on a private copy of its folder, and grade what its
+    check() calls recorded there, outside it (``lib.answer_grading``).
 
-    Every stored output is cleared first, and only a result record that check() signed in
-    this run, with the key made for it, counts; a record it cannot verify (copied from an
-    earlier run, or made by hand) is a problem line. The notebook runs in a grading process
-    of its own, with the grader's Python kernel (``kernel_name`` chooses another) and
+    Every stored output is cleared first and none counts: what counts is the answer each
+    exercise's own cell recorded in this run, graded with the answer key the sandbox never
+    saw, functions run on hidden inputs drawn from ``seed``. The notebook runs in a grading
+    process of its own, with the grader's Python kernel (``kernel_name`` chooses another) and
     ``threads`` torch/OpenMP threads, so whatever it does (kill its parent, loop, exit) ends
-    that process, never the caller. A cell that raises does not stop the run: the first
-    error is named with its cell, and so is every syntax error. If the notebook runs past
+    that run, never the caller. A cell that raises does not stop the run: the first error is
+    named with its cell, and so is every syntax error. If the notebook runs past
     ``time_limit`` seconds (all cells together) or its kernel dies, the run stops there and
-    the report says in which cell; exercises whose check() never reported read "not run".
-    Never raises on a student's notebook.
+    the report says in which cell; exercises whose cell never recorded read "not run".
+    ``sandboxed=False`` runs it as the caller, unprotected. Never raises on a student's notebook.
     """
     checks = _checks()
     notebook_path = Path(notebook_path)
     # the folder's own name even for a bare "01_....ipynb" (whose parent is ".")
     report = GradeReport(str(notebook_path), student if student is not None else notebook_path.absolute().parent.name)
+    report.seed = seed
     # every exercise of the chapter counts, even one whose cell was deleted (or an unreadable file's)
+    chapter = _chapter(notebook_path)
     report.exercises = dict.fromkeys(_chapter_exercises(notebook_path), checks.NOT_ATTEMPTED)
     start = time.monotonic()
     try:
@@ -199,55 +235,39 @@ def grade_notebook(
     except Exception as error:  # an unreadable file is that notebook's line in the report
         report.problems.append(f"could not read the notebook ({type(error).__name__}: {error})"[:200])
         return report
-    for number, cell in enumerate(notebook.cells, start=1):
-        if cell.cell_type == "code":
-            for exercise_id in _CHECK_CALL.findall(cell.source):
-                report.exercises[exercise_id] = NOT_RUN
-                report.answers.setdefault(exercise_id, (number, cell.source))
-    key = secrets.token_hex(32)
+    own = answer_grading.own_cells([c.source if c.cell_type == "code" else None for c in notebook.cells])
+    known = exercises()
+    for exercise_id, index in own.items():
+        if chapter is None or exercise_id.split(".")[0] == chapter:
+            report.exercises[exercise_id] = NOT_RUN
+            report.answers[exercise_id] = (index + 1, notebook.cells[index].source)
     try:
-        events, process_problems = supervise(
-            notebook, notebook_path.resolve().parent, time_limit, kernel_name, threads, key
+        events, process_problems, records = supervise(
+            notebook, notebook_path, time_limit, kernel_name, threads, _kinds(), sandboxed=sandboxed
         )
     except Exception as error:  # e.g. no room for the temporary folder: this notebook's line says so
         report.problems.append(f"could not run the notebook ({type(error).__name__}: {error})"[:200])
         report.seconds = round(time.monotonic() - start, 1)
         return report
-    stops, requests = [], {}
-    for event in events:
-        if "ran" in event and 0 <= event["ran"] < len(notebook.cells):
-            cell = notebook.cells[event["ran"]]
-            cell.outputs = [nbformat.from_dict(output) for output in event.get("outputs", [])]
-            cell.execution_count = event.get("execution_count")
-            requests[event["ran"]] = str(event.get("request", ""))
-        elif "problem" in event:
-            stops.append(event["problem"])
+    cell_of_request, stops = _apply_events(notebook, events)
     report.executed = notebook
     report.problems += _error_problems(notebook) + stops + process_problems
-    forged: list[int] = []
-    for index, cell in enumerate(notebook.cells):
-        number = index + 1
-        for output in cell.get("outputs", []):
-            record = output.get("metadata", {}).get(checks.RESULT_KEY)
-            if record is None:
-                continue
-            if not _genuine(record, key.encode(), requests.get(index, "")):
-                forged.append(number)
-                continue
-            report.exercises[record["id"]] = record["status"]
-            report.details[record["id"]] = {
-                **{name: str(record.get(name) or "") for name in ("message", "feedback", "hint", "mistake")},
-                "cell": number,
-            }
-    if forged:
-        many = len(forged) > 1
-        report.problems.append(
-            f"{len(forged)} result record{'s' if many else ''} in {_cells_text(forged)} not made by check() in this "
-            f"run (copied or forged): not counted"
+    counted, ignored = answer_grading.counted_answers(
+        [r for r in records if r["id"] in known], own, cell_of_request, chapter
+    )
+    report.problems += ignored
+    graded = answer_grading.grade_answers(known, counted, seed, sandboxed=sandboxed)
+    for exercise_id, result in graded.items():  # the grade also shows in the exercise's cell of the executed copy
+        notebook.cells[own[exercise_id]].outputs.append(
+            nbformat.v4.new_output("display_data", data=result.mime_bundle(), metadata={"graded": True})
         )
+        report.exercises[exercise_id] = result.status
+        report.details[exercise_id] = {
+            **{name: str(getattr(result, name) or "") for name in ("message", "feedback", "hint", "mistake")},
+            "cell": own[exercise_id] + 1,
+        }
     # An id the book does not have (a typo, or an exercise since renamed) is no column and does
     # not count: the report says so instead.
-    known = exercises()
     for unknown in [i for i in report.exercises if i not in known]:
         del report.exercises[unknown]
         report.details.pop(unknown, None)
@@ -263,20 +283,36 @@ def grade_notebooks(
     jobs: int | None = None,
     kernel_name: str | None = None,
     on_report: Callable[[GradeReport], None] | None = None,
+    seed: int | None = None,
+    sandboxed: bool = True,
 ) -> list[GradeReport]:
     """Grade every notebook, ``jobs`` at a time (default: one per core), each kernel with its
-    share of the cores in threads. Returns the reports in the order of ``paths``;
+    share of the cores in threads, each in a sandbox (``SandboxUnavailable`` when there is
+    none, unless ``sandboxed`` is False). The hidden inputs are drawn from ``seed`` (default:
+    a fresh one, in every report). Returns the reports in the order of ``paths``;
     ``on_report`` sees each as soon as it is done."""
     jobs = jobs or available_cores()
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {jobs}")
+    if sandboxed and not sandbox.available()[0]:
+        raise SandboxUnavailable(sandbox.UNAVAILABLE_HELP.format(why=sandbox.available()[1]))
+    seed = secrets.randbelow(2**31) if seed is None else seed
     threads = kernel_threads(jobs)
     exercises()  # load the book once, before the threads
     allow_grading()
     pool = ThreadPoolExecutor(max_workers=jobs)
     try:
         futures = [
-            pool.submit(grade_notebook, path, time_limit, kernel_name=kernel_name, threads=threads) for path in paths
+            pool.submit(
+                grade_notebook,
+                path,
+                time_limit,
+                kernel_name=kernel_name,
+                threads=threads,
+                seed=seed,
+                sandboxed=sandboxed,
+            )  # fmt: skip
+            for path in paths
         ]
         for future in as_completed(futures):
             if on_report is not None:

@@ -6,7 +6,11 @@ An exercise is declared once (see ``lib/exercises/``, one module per chapter) as
     * a ``FunctionExercise`` has a reference function and hidden cases; each case says
       what a function that fails it has probably got wrong.
 ``lib.grading`` holds how an answer is graded (the book's tolerance policy, the hidden cases);
-this module finds the exercise, shows the result, and records it for ``lib.batch_grading`` to read.
+this module finds the exercise and shows the result: the learner's immediate feedback.
+
+In a grading run (``python -m lib.student grade``) ``check`` is no grader: the answer key is
+not in the sandbox the notebook runs in. It records the answer as data for the grader
+(``lib.answer_records``), which grades it outside (``lib.answer_grading``), and shows "recorded".
 
 ``check`` never raises on what a learner types, and never hangs: a placeholder ``...`` reads
 "not attempted", text or a list of the wrong length gets a message that says what was expected,
@@ -34,13 +38,14 @@ from typing import Any
 
 import numpy as np
 
-from lib import grading
+from lib import answer_records, grading
 from lib.exercises import every_exercise, find
 from lib.exercises.base import Case, Exercise, FunctionExercise, ValueExercise, WrongAnswer
 from lib.grading import (
     CORRECT,
     INCORRECT,
     NOT_ATTEMPTED,
+    RECORDED,
     WHOLE_ATOL,
     CheckResult,
     grade,
@@ -51,8 +56,6 @@ from lib.safe_call import GradingTimeout, describe_error
 # The exercise author's API: check, and what lib.grading and lib.exercises.base define for it.
 __all__ = ["check", "grade", "exercises", "CheckResult", "CORRECT", "INCORRECT", "NOT_ATTEMPTED"]
 __all__ += ["Case", "FunctionExercise", "ValueExercise", "WrongAnswer"]
-
-RESULT_KEY = "lib.checks"  # display metadata under which a notebook records each result (lib.batch_grading reads it)
 
 
 def exercises() -> dict[str, Exercise]:
@@ -68,7 +71,8 @@ def check(exercise_id: str, answer: Any) -> CheckResult:
     ``SystemExit``, all come back as an "incorrect" result with a message.
     """
     try:
-        result = _check(exercise_id, answer)
+        folder = answer_records.recording_folder()
+        result = _check(exercise_id, answer) if folder is None else _record(folder, exercise_id, answer)
     except (Exception, SystemExit, GeneratorExit, GradingTimeout) as error:  # never crash on learner input
         result = CheckResult(_id_text(exercise_id), INCORRECT, f"could not grade this ({describe_error(error)})")
     try:
@@ -79,6 +83,34 @@ def check(exercise_id: str, answer: Any) -> CheckResult:
 
 
 def _check(exercise_id: Any, answer: Any) -> CheckResult:
+    exercise_id, wrong_type = _id_or_problem(exercise_id)
+    if wrong_type is not None:
+        return wrong_type
+    exercise = find(exercise_id)
+    if exercise is None:
+        return CheckResult(exercise_id, INCORRECT, _unknown_id_message(exercise_id, list(exercises())))
+    try:
+        return grade(exercise, answer)
+    except (Exception, SystemExit, GeneratorExit, GradingTimeout) as error:  # the learner's objects may raise anything
+        return CheckResult(exercise.id, INCORRECT, f"could not grade this answer ({describe_error(error)})")
+
+
+def _record(folder: Path, exercise_id: Any, answer: Any) -> CheckResult:
+    """In a grading run: record the answer for the grader (``lib.answer_records``), grade nothing."""
+    exercise_id, wrong_type = _id_or_problem(exercise_id)
+    if wrong_type is not None:
+        return wrong_type
+    kinds = answer_records.exercise_kinds(folder)
+    if exercise_id not in kinds:
+        return CheckResult(exercise_id, INCORRECT, _unknown_id_message(exercise_id, list(kinds)))
+    shell = grading.kernel_shell()
+    request = str((getattr(shell, "parent_header", None) or {}).get("header", {}).get("msg_id", ""))
+    answer_records.record(folder, exercise_id, answer, kinds[exercise_id], request)
+    return CheckResult(exercise_id, RECORDED, "recorded for the grader, which grades it once the notebook has run.")
+
+
+def _id_or_problem(exercise_id: Any) -> tuple[str, CheckResult | None]:
+    """The id as a plain str, or a result that says why it is not one."""
     # Only exact types are trusted here: a str or list subclass may override the very
     # methods (__hash__, __eq__, __len__) that reading it would call.
     if type(exercise_id) is not str:
@@ -88,18 +120,12 @@ def _check(exercise_id: Any, answer: Any) -> CheckResult:
             hint = ""
             if type(exercise_id) in (list, tuple) and len(exercise_id) == 1 and type(exercise_id[0]) is str:
                 hint = f': write check("{exercise_id[0]}", answer), without the brackets'
-            return CheckResult(
+            return "", CheckResult(
                 _id_text(exercise_id),
                 INCORRECT,
                 f'the exercise id must be text such as "1.equal-scores", got a {type(exercise_id).__name__}{hint}',
             )
-    exercise = find(exercise_id)
-    if exercise is None:
-        return CheckResult(exercise_id, INCORRECT, _unknown_id_message(exercise_id))
-    try:
-        return grade(exercise, answer)
-    except (Exception, SystemExit, GeneratorExit, GradingTimeout) as error:  # the learner's objects may raise anything
-        return CheckResult(exercise.id, INCORRECT, f"could not grade this answer ({describe_error(error)})")
+    return exercise_id, None
 
 
 def _id_text(exercise_id: Any) -> str:
@@ -116,9 +142,8 @@ def _id_text(exercise_id: Any) -> str:
     return f"<{type(exercise_id).__name__}>"
 
 
-def _unknown_id_message(exercise_id: str) -> str:
-    """'there is no exercise called ...', with the closest existing id when there is one."""
-    ids = list(exercises())
+def _unknown_id_message(exercise_id: str, ids: list[str]) -> str:
+    """'there is no exercise called ...', with the closest of ``ids`` when there is one."""
     close = difflib.get_close_matches(exercise_id, ids, n=1, cutoff=0.6)
     if not close:  # also compare ignoring case and spaces: "1.Equal scores"
         folded = {i.lower().replace(" ", "-"): i for i in ids}
@@ -138,58 +163,14 @@ def _unknown_id_message(exercise_id: str) -> str:
 
 
 def _show(result: CheckResult) -> None:
-    """Show the result; in a kernel, with the record lib.batch_grading reads under RESULT_KEY:
-    which exercise, its status, the cell (its execution count, and the id of the request
-    that ran it), which known wrong answer fired and what the learner was told, signed with
-    the grader's key for this run (see ``record_signature``)."""
-    shell = grading.kernel_shell()
-    if shell is not None:
+    """Show the result: a coloured box in a notebook, text elsewhere."""
+    if grading.kernel_shell() is not None:
         from IPython.display import display
 
-        cell = grading.current_cell()
-        parent = getattr(shell, "parent_header", None) or {}
-        record = {
-            "id": result.exercise_id,
-            "status": result.status,
-            "cell": cell,
-            "request": str(parent.get("header", {}).get("msg_id", "")),
-            "mistake": getattr(result, "mistake", ""),
-            "message": result.message,
-            "feedback": result.feedback,
-            "hint": result.hint,
-        }
-        if _RUN_KEY:
-            record["sig"] = record_signature(record, _RUN_KEY)
-        display(result.mime_bundle(), raw=True, metadata={RESULT_KEY: record})
-        result.mark_shown(cell)
+        display(result.mime_bundle(), raw=True)
+        result.mark_shown(grading.current_cell())
     else:
         print(result)
-
-
-RUN_KEY_ENV = "LIB_CHECKS_RUN_KEY"  # lib.grading_process hands each kernel a fresh key through this variable
-
-
-def _take_run_key() -> bytes:
-    """The grader's key for this run, read once, at import, and removed from the environment
-    (so that the learner's code and the processes it starts do not find it there). Empty
-    outside grading: the records are then unsigned, and a grader counts none of them."""
-    import os
-
-    return os.environ.pop(RUN_KEY_ENV, "").encode()
-
-
-_RUN_KEY = _take_run_key()
-
-
-def record_signature(record: dict, key: bytes) -> str:
-    """HMAC-SHA256 of every field of a result record but "sig", under ``key``: the grader,
-    which made the key, recomputes it to know a record came from check() in its run."""
-    import hashlib
-    import hmac
-
-    fields = {name: value for name, value in record.items() if name != "sig"}
-    text = json.dumps(fields, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
-    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
 
 
 def placeholder(exercise: ValueExercise) -> str:

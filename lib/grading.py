@@ -15,6 +15,9 @@ One tolerance policy for the book (DESIGN.md):
 
 Everything a learner's object does while it is read (``__array__``, ``__len__``, the function
 itself) runs under a time limit, with ``exit()`` turned into an exception (``lib.safe_call``).
+In a grading run (``lib.answer_grading``) the two halves of a function exercise run apart:
+``run_learner_case`` runs the learner's function in a sandbox of its own (``lib.hidden_runs``),
+and ``judge_function`` compares what came back with the references, here.
 A result is a ``CheckResult``: one line of what happened, the targeted feedback, a hint, and
 the explanation once it is right; it shows as a coloured box in a notebook, as text elsewhere.
 """
@@ -42,15 +45,17 @@ from lib.safe_call import (
     resolve_dotted,
 )
 
-__all__ = ["grade", "tolerance", "Tolerance", "CheckResult", "CORRECT", "INCORRECT", "NOT_ATTEMPTED"]
+__all__ = ["grade", "tolerance", "Tolerance", "CheckResult", "CORRECT", "INCORRECT", "NOT_ATTEMPTED", "RECORDED"]
+__all__ += ["run_learner_case", "compare_case", "judge_function", "Outcome"]
 
 CORRECT, INCORRECT, NOT_ATTEMPTED = "correct", "incorrect", "not attempted"
+RECORDED = "recorded"  # in a grading run: check() records the answer, and the grader grades it outside
 
 
 @dataclass
 class CheckResult:
     exercise_id: str
-    status: str  # CORRECT, INCORRECT or NOT_ATTEMPTED
+    status: str  # CORRECT, INCORRECT, NOT_ATTEMPTED (or RECORDED, in a grading run)
     message: str  # one line: what happened
     feedback: str = ""  # the targeted part: which mistake this looks like
     hint: str = ""
@@ -67,7 +72,7 @@ class CheckResult:
         return self.status == CORRECT
 
     def __str__(self) -> str:
-        mark = {CORRECT: "✓", INCORRECT: "✗", NOT_ATTEMPTED: "·"}[self.status]
+        mark = {CORRECT: "✓", INCORRECT: "✗", NOT_ATTEMPTED: "·", RECORDED: "→"}[self.status]
         lines = [f"[{self.exercise_id}] {mark} {self.status}: {self.message}"]
         lines += [f"  {label}: {text}" for label, text in self._parts()]
         return "\n".join(lines)
@@ -77,7 +82,7 @@ class CheckResult:
         return [(label, text) for label, text in parts if text]
 
     def _repr_html_(self) -> str:
-        colour = {CORRECT: "#1a7f37", INCORRECT: "#cf222e", NOT_ATTEMPTED: "#6e7781"}[self.status]
+        colour = {CORRECT: "#1a7f37", INCORRECT: "#cf222e", NOT_ATTEMPTED: "#6e7781", RECORDED: "#0969da"}[self.status]
         body = "".join(f"<div><b>{label}:</b> {html.escape(text)}</div>" for label, text in self._parts())
         return (
             f'<div class="check-result" style="border-left:4px solid {colour};padding:4px 10px;margin:4px 0">'
@@ -213,6 +218,8 @@ def _grade_value(exercise: ValueExercise, answer: Any) -> CheckResult:
 # --- functions ------------------------------------------------------------------------
 
 
+# What a learner's function did on a case: (problem or "", output as a CPU tensor, dtype chosen by the learner)
+Outcome = tuple[str, "torch.Tensor | None", bool]
 LIBRARY_FEEDBACK = "your function calls the library's {name}: write it yourself"
 CALLS_LIBRARY = "calls the library's"
 
@@ -227,32 +234,52 @@ def _forbidden(exercise: FunctionExercise) -> list[tuple[Any, str]]:
 
 
 def _grade_function(exercise: FunctionExercise, answer: Any) -> CheckResult:
-    hint = exercise.hints[0] if exercise.hints else ""
     if not callable(answer):
-        return CheckResult(
-            exercise.id, INCORRECT, f"expected a function, but the answer is of type {type(answer).__name__}", hint=hint
-        )
+        return not_a_function(exercise, type(answer).__name__)
     forbidden = _forbidden(exercise)
     own = handed_in(answer, forbidden)
     if own is not None:
-        feedback = LIBRARY_FEEDBACK.format(name=own)
-        return CheckResult(
-            exercise.id,
-            INCORRECT,
-            f"that is the library's own {own}, not a function of yours.",
-            feedback=feedback,
-            hint=hint,
-            mistake=feedback,
-        )
-    failed: list[tuple[Case, str, torch.Tensor | None]] = []
+        return library_handed_in(exercise, own)
+    homes = [resolve_dotted(dotted)[1:] for dotted in exercise.stands_for]
+    outcomes: list[Outcome] = []
     for case in exercise.cases:
-        problem, got = _run_case(exercise, answer, case, forbidden)
+        outcomes.append(run_learner_case(answer, case.args(), forbidden, homes, exercise.timeout_s))
+        if stops_the_cases(outcomes[-1][0]):
+            break
+    return judge_function(exercise, exercise.cases, outcomes)
+
+
+def not_a_function(exercise: FunctionExercise, type_name: str) -> CheckResult:
+    hint = exercise.hints[0] if exercise.hints else ""
+    return CheckResult(exercise.id, INCORRECT, f"expected a function, but the answer is of type {type_name}", hint=hint)
+
+
+def library_handed_in(exercise: FunctionExercise, own: str) -> CheckResult:
+    """The answer is the library's own ``own``, not a function of the learner's."""
+    feedback = LIBRARY_FEEDBACK.format(name=own)
+    message = f"that is the library's own {own}, not a function of yours."
+    hint = exercise.hints[0] if exercise.hints else ""
+    return CheckResult(exercise.id, INCORRECT, message, feedback=feedback, hint=hint, mistake=feedback)
+
+
+def stops_the_cases(problem: str) -> bool:
+    """One timeout (or one call into the library) is enough: the other cases are not run."""
+    return problem.startswith(("did not finish", CALLS_LIBRARY))
+
+
+def judge_function(exercise: FunctionExercise, cases: Sequence[Case], outcomes: Sequence[Outcome]) -> CheckResult:
+    """The result for a learner's function, from what it did on each hidden case (``outcomes``,
+    in the order of ``cases``, as ``run_learner_case`` reports them; fewer when a case stopped
+    the run). The references and the known wrong functions run here, never beside the learner's."""
+    hint = exercise.hints[0] if exercise.hints else ""
+    failed: list[tuple[Case, str, torch.Tensor | None]] = []
+    for case, (problem, got, typed) in zip(cases, outcomes, strict=False):  # fewer outcomes: a case stopped the run
+        if not problem:
+            problem, got = compare_case(exercise, exercise.reference(*case.args()), got, typed)
         if problem:
             failed.append((case, problem, got))
-        if problem.startswith(("did not finish", CALLS_LIBRARY)):
-            break  # one timeout (or one call into the library) is enough: don't run every case
     if not failed:
-        n = len(exercise.cases)
+        n = len(cases)
         return CheckResult(exercise.id, CORRECT, f"passes all {n} hidden cases.", explanation=exercise.explanation)
     case, problem, got = failed[0]
     if problem.startswith(CALLS_LIBRARY):
@@ -260,7 +287,7 @@ def _grade_function(exercise: FunctionExercise, answer: Any) -> CheckResult:
         message = f"not graded: while the hidden case {case.name!r} ran, your function {problem}."
         return CheckResult(exercise.id, INCORRECT, message, feedback=feedback, hint=hint, mistake=feedback)
     names = ", ".join(case.name for case, _, _ in failed)
-    message = f"fails {len(failed)} of {len(exercise.cases)} hidden cases ({names}). First: {case.name}: {problem}."
+    message = f"fails {len(failed)} of {len(cases)} hidden cases ({names}). First: {case.name}: {problem}."
     if problem.startswith("did not finish"):
         feedback = "Look for a loop whose condition never changes, or work that grows without bound."
     elif problem.startswith(WRONG_DTYPE):
@@ -289,9 +316,8 @@ def _known_mistake(exercise: FunctionExercise, case: Case, got: torch.Tensor | N
             theirs = torch.as_tensor(wrong.value(*case.args())).to(got.dtype)
         except Exception:  # a wrong function may well fail on this case
             continue
-        if theirs.shape == got.shape and torch.allclose(
-            theirs, got, atol=exercise.atol, rtol=exercise.rtol, equal_nan=True
-        ):
+        same = theirs.shape == got.shape and torch.allclose(theirs, got, exercise.rtol, exercise.atol, equal_nan=True)
+        if same:
             return wrong.feedback
     return ""
 
@@ -326,26 +352,29 @@ def _call_and_read(function: Callable, args: tuple) -> tuple[str, Any, bool]:
         return f"returned a {type(got).__name__} that is not a tensor of numbers ({describe_error(error)})", None, False
 
 
-def _run_case(
-    exercise: FunctionExercise, function: Callable, case: Case, forbidden: Sequence[tuple[Any, str]] = ()
-) -> tuple[str, torch.Tensor | None]:
-    """('', output) when ``function`` agrees with the reference on this case, else what went
-    wrong and the output, when there was one that reads as a tensor of the right shape."""
-    expected = exercise.reference(*case.args())
-    args = case.args()
-    homes = [resolve_dotted(dotted)[1:] for dotted in exercise.stands_for]
+def run_learner_case(
+    function: Callable, args: tuple, forbidden: Sequence, homes: Sequence, timeout_s: float
+) -> Outcome:
+    """Run the learner's ``function`` on one case's ``args``: under the time limit, with exit()
+    raising and the ``forbidden`` library functions refusing. What it did, as an ``Outcome``."""
     try:
         with exit_raises(), forbid_calls(function, forbidden, homes) as fired:
             try:
-                problem, got, typed = call_with_timeout(_call_and_read, (function, args), exercise.timeout_s)
+                problem, got, typed = call_with_timeout(_call_and_read, (function, args), timeout_s)
             except ForbiddenCall:
                 pass
     except GradingTimeout:
-        return f"did not finish within {exercise.timeout_s:g} s (an endless loop?)", None
+        return f"did not finish within {timeout_s:g} s (an endless loop?)", None, False
     if fired:  # even when the learner's own `except BaseException` swallowed the refusal
-        return f"{CALLS_LIBRARY} {fired[0]}", None
-    if problem:
-        return problem, None
+        return f"{CALLS_LIBRARY} {fired[0]}", None, False
+    return problem, got, typed
+
+
+def compare_case(
+    exercise: FunctionExercise, expected: torch.Tensor, got: torch.Tensor, typed: bool
+) -> tuple[str, torch.Tensor | None]:
+    """('', output) when the learner's output ``got`` agrees with the reference's ``expected``
+    on a case, else what went wrong and the output, when it reads as a tensor of the right shape."""
     if got.is_complex() and not expected.is_complex():
         return f"returned complex numbers ({got.dtype}) where real ones were expected", None
     if got.shape != expected.shape:

@@ -1,16 +1,17 @@
-"""The grading process: one notebook run in a kernel of its own, supervised (used by ``lib.batch_grading``).
+"""The grading process: one notebook run in a kernel of its own, sandboxed and supervised (for ``lib.batch_grading``).
 
-Nothing a notebook does may stop the batch it is graded in: an endless loop, a kernel that
-dies, ``exit()``, even a cell that kills its parent process. So each notebook runs in a
-process of its own (``run_cells``), in a session of its own, which writes what happens to an
-events file as it happens, one JSON object a line: the kernel's process, each cell as it
-starts and its outputs once it ran, why the run stopped. The supervisor (``supervise``) waits
-for it (the time limit plus a margin at most), reads how far it got even when the process
-was killed, and names what went wrong ("grading process killed by SIGKILL in cell 5"). The
-kernel is the grader's own Python, whatever kernelspec the notebook names, and imports this
-checkout's ``lib`` first; it gets the run's signing key in its environment, and ``lib.checks``
-takes it from there before the first cell runs. ``stop_grading`` ends every grading process
-running now and its kernel (what Ctrl-C does).
+Nothing a notebook does may stop the batch it is graded in, or reach beyond its own run: an
+endless loop, a kernel that dies, ``exit()``, a cell that kills its parent process, one that
+deletes a classmate's hand-in. So each notebook runs in a process of its own (``run_cells``),
+in a bubblewrap sandbox (``lib.sandbox``) on a private copy of its folder, which writes what
+happens to an events file as it happens, one JSON object a line: the kernel's process, each
+cell as it starts and its outputs once it ran, why the run stopped. The supervisor
+(``supervise``) waits for it (the time limit plus a margin at most), reads how far it got even
+when the process was killed, names what went wrong ("grading process killed by SIGKILL in cell
+5"), and takes the answers ``check()`` recorded (``lib.answer_records``) as data. When the
+sandbox ends, everything it started ends with it. The kernel is the grader's own Python,
+whatever kernelspec the notebook names, and imports this checkout's ``lib`` first.
+``stop_grading`` ends every grading process running now (what Ctrl-C does).
 
 This module imports neither torch nor ``lib.checks``, so the process starts in a second less.
 """
@@ -29,6 +30,9 @@ from pathlib import Path
 
 import nbformat
 
+from lib import sandbox
+from lib.answer_records import KINDS_FILE, RECORD_ENV, read_records
+
 __all__ = ["DEFAULT_TIME_LIMIT_S", "run_cells", "supervise", "stop_grading", "allow_grading"]
 __all__ += ["kernel_threads", "available_cores"]
 
@@ -36,12 +40,11 @@ DEFAULT_TIME_LIMIT_S = 180.0  # per notebook: a chapter runs in well under a min
 # The grading process gets this long beyond the time limit (to start, then to stop, its
 # kernel on a busy machine) before its supervisor stops it.
 _SUPERVISOR_MARGIN_S = 60.0
-_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 _GRADER_KERNEL = "lib-student-grader"
 # The process that runs one notebook imports this module alone, without lib.checks (and torch
 # with it): it starts in about a second less, once per notebook.
 _WORKER = "import sys; from lib.grading_process import run_cells; raise SystemExit(run_cells(*sys.argv[1:]))"
-_LIBRARY_ROOT = Path(__file__).resolve().parent.parent  # the folder that holds `lib`
+_LIBRARY_ROOT = sandbox.LIBRARY_ROOT
 
 
 def available_cores() -> int:
@@ -166,15 +169,16 @@ def _signal_name(number: int) -> str:
 
 # The grading processes running now (pid -> its events file), so that an interrupted batch
 # (Ctrl-C) stops them and their kernels, which sit in sessions of their own and do not get it.
-_RUNNING: dict[int, Path] = {}
+_RUNNING: dict[int, tuple[Path, bool]] = {}  # pid -> (its events file, whether it is sandboxed)
 _RUNNING_LOCK = threading.Lock()
 _STOPPING = threading.Event()
 
 
 def _read_events(path: Path) -> list[dict]:
     events = []
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    try:  # the sandbox may have put a link there: never follow it out
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), encoding="utf-8", errors="replace") as file:
+            lines = file.read(256 * 1024**2).splitlines()
     except OSError:
         return events
     for line in lines:
@@ -197,11 +201,12 @@ def stop_grading() -> None:
     with _RUNNING_LOCK:
         _STOPPING.set()
         running = dict(_RUNNING)
-    for pid, events_path in running.items():
-        _kill_group(pid)
-        for event in _read_events(events_path):
-            if "kernel" in event:
-                _kill_group(event.get("pgid"))
+    for pid, (events_path, sandboxed) in running.items():
+        _kill_group(pid)  # a sandbox ends with its bwrap, and all it started with it
+        if not sandboxed:  # a process number read from a sandbox's events means nothing outside it
+            for event in _read_events(events_path):
+                if "kernel" in event:
+                    _kill_group(event.get("pgid"))
 
 
 def _kill_group(pgid: int | None) -> None:
@@ -212,30 +217,52 @@ def _kill_group(pgid: int | None) -> None:
             pass
 
 
+def _command(argv: list[str], shared: Path, env: dict[str, str], sandboxed: bool, limits: sandbox.Limits):
+    """(command, environment): ``argv`` run in a sandbox that sees ``shared`` as ``sandbox.INSIDE``,
+    or, when not ``sandboxed``, as it is."""
+    if not sandboxed:
+        return argv, {**sandbox.no_sandbox_environment(), **env}
+    from lib.trained import CACHE_DIR  # trained models, built before grading, shown read-only
+
+    inside = [arg.replace(str(shared), str(sandbox.INSIDE)) for arg in argv]
+    env = {name: value.replace(str(shared), str(sandbox.INSIDE)) for name, value in env.items()}
+    env |= {"BOOK_CACHE_DIR": str(CACHE_DIR)} if "BOOK_CACHE_DIR" in os.environ else {}
+    command = sandbox.command(inside, shared, env=env, cwd=sandbox.INSIDE / "handin", limits=limits, trained=CACHE_DIR)
+    return command, dict(sandbox.OUTSIDE_ENV)
+
+
 def supervise(
     notebook: nbformat.NotebookNode,
-    workdir: Path,
+    notebook_path: Path,
     time_limit: float,
     kernel_name: str | None,
     threads: int | None,
-    key: str,
-) -> tuple[list[dict], list[str]]:
-    """Run the notebook in a grading process of its own and wait for it (the time limit plus
-    a margin at most). Returns its events, and what went wrong with the process itself."""
+    kinds: dict[str, str],
+    *,
+    sandboxed: bool = True,
+    limits: sandbox.Limits | None = None,
+) -> tuple[list[dict], list[str], list[dict]]:
+    """Run the notebook in a grading process of its own, in a sandbox unless ``sandboxed`` is
+    False, on a private copy of its folder (``sandbox.copy_hand_in``), and wait for it (the time
+    limit plus a margin at most). ``kinds`` (each exercise's id and kind) tells check() what to
+    record. Returns the events, what went wrong with the process itself, and the answers
+    check() recorded (``lib.answer_records.read_records``: data, nothing of it run)."""
+    limits = limits or sandbox.Limits()
     with tempfile.TemporaryDirectory(prefix="lib-student-") as tmp:
-        tmp = Path(tmp)
-        source, events_path, log_path = tmp / "notebook.ipynb", tmp / "events.jsonl", tmp / "log.txt"
+        shared = Path(tmp) / "shared"
+        problems = [
+            f"not copied for grading: {item}" for item in sandbox.copy_hand_in(notebook_path, shared / "handin")
+        ]
+        (shared / "answers").mkdir()
+        (shared / "answers" / KINDS_FILE).write_text(json.dumps(kinds))
+        source, events_path, log_path = shared / "notebook.ipynb", shared / "events.jsonl", Path(tmp) / "log.txt"
         nbformat.write(notebook, source)
         events_path.touch()
-        _write_grader_kernel(tmp / "kernels")
-        from lib.checks import RUN_KEY_ENV  # only here: the worker process must not import lib.checks
-
-        env = {**os.environ, RUN_KEY_ENV: key}
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_LIBRARY_ROOT), os.environ.get("PYTHONPATH")]))
-        if threads:
-            env.update(dict.fromkeys(_THREAD_VARIABLES, str(threads)))
-        command = [sys.executable, "-c", _WORKER, str(source), str(events_path), str(workdir), repr(float(time_limit))]
-        command += [kernel_name or "", str(tmp / "kernels")]
+        _write_grader_kernel(shared / "kernels")
+        argv = [sys.executable, "-c", _WORKER, str(source), str(events_path), str(shared / "handin")]
+        argv += [repr(float(time_limit)), kernel_name or "", str(shared / "kernels")]
+        env = {RECORD_ENV: str(shared / "answers"), **sandbox.environment_for_threads(threads)}
+        command, env = _command(argv, shared, env, sandboxed, limits)
         overran = False
         with open(log_path, "wb") as log, _RUNNING_LOCK:
             if _STOPPING.is_set():
@@ -244,7 +271,7 @@ def supervise(
                 command, cwd=tmp, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True,
             )  # fmt: skip
-            _RUNNING[worker.pid] = events_path
+            _RUNNING[worker.pid] = (events_path, sandboxed)
         try:
             status = worker.wait(timeout=time_limit + _SUPERVISOR_MARGIN_S)
         except subprocess.TimeoutExpired:  # stopped, or stuck: the notebook had its time
@@ -253,13 +280,16 @@ def supervise(
         finally:
             with _RUNNING_LOCK:
                 _RUNNING.pop(worker.pid, None)
+        if sandboxed and status > 128:  # bwrap exits 128 + N when its command was killed by signal N
+            status = 128 - status
         events = _read_events(events_path)
+        if not sandboxed:  # the kernel, and whatever the notebook started, is gone when grading is
+            _kill_group(worker.pid)  # (in a sandbox, all of it ended with the sandbox)
+            _kill_group(next((event for event in events if "kernel" in event), {}).get("pgid"))
+        records = read_records(shared / "answers")
         log_tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] if log_path.exists() else []
-    kernel = next((event for event in events if "kernel" in event), {})
-    _kill_group(kernel.get("pgid"))  # the kernel, and whatever the notebook started, is gone when grading is
-    problems: list[str] = []
     if not any(event.get("finished") for event in events):
-        started = [event["start"] for event in events if "start" in event]
+        started = [event["start"] for event in events if isinstance(event.get("start"), int)]
         where = f" in cell {started[-1] + 1}" if started else ""
         if overran:
             problems.append(f"timed out{where} (grading stopped after {time_limit + _SUPERVISOR_MARGIN_S:g} s)")
@@ -268,4 +298,4 @@ def supervise(
         else:
             detail = f": {log_tail[0]}" if log_tail else ""
             problems.append(f"grading process failed{where} (exit status {status}){detail}"[:200])
-    return events, problems
+    return events, problems, records

@@ -29,6 +29,7 @@ import torch
 
 __all__ = [
     "as_numbers",
+    "read_numbers",
     "plain_numbers",
     "GradingTimeout",
     "call_with_timeout",
@@ -336,10 +337,12 @@ def plain_numbers(answer: Any) -> Any:
     return answer
 
 
-def as_numbers(answer: Any, expected_shape: tuple[int, ...]) -> tuple[np.ndarray | None, str]:
-    """The answer as a float array of the expected shape, or None and what is wrong with it."""
+def read_numbers(answer: Any) -> tuple[np.ndarray | None, str]:
+    """The answer as a numeric array, any shape (complex kept), or None and what is wrong with it.
+    This is the part of reading an answer that runs the learner's code (``__array__``, ``__len__``):
+    in a grading run it runs in the sandbox, and only the array leaves it."""
     if isinstance(answer, (str, bytes)):
-        return None, f"expected numbers but got the text {answer!r}; write e.g. [0.5, 0.5] without quotes"
+        return None, f"expected numbers but got the text {answer!r}"[:200] + "; write e.g. [0.5, 0.5] without quotes"
     if isinstance(answer, (bool, dict, set)) or callable(answer):
         return None, f"expected numbers but got a {type(answer).__name__}"
     try:
@@ -351,6 +354,14 @@ def as_numbers(answer: Any, expected_shape: tuple[int, ...]) -> tuple[np.ndarray
         return None, f"could not read the answer as numbers ({describe_error(error)})"
     if raw.dtype.kind in "OSUVMm":
         return None, f"could not read the answer as numbers (an array of {raw.dtype})"
+    return np.array(raw), ""  # a plain array of our own, whatever the learner's object was
+
+
+def as_numbers(answer: Any, expected_shape: tuple[int, ...]) -> tuple[np.ndarray | None, str]:
+    """The answer as a float array of the expected shape, or None and what is wrong with it."""
+    raw, problem = read_numbers(answer)
+    if raw is None:
+        return None, problem
     if np.iscomplexobj(raw):
         if np.any(raw.imag != 0):
             return None, "the answer is complex, with a non-zero imaginary part; attention's numbers are real"

@@ -15,9 +15,11 @@ learner's own run should produce the rest). ``make lab`` opens these copies, in
 A copy is never written with an answer in it: a solution marker left unmatched (``# END
 SOLUTON``) stops that chapter's copy with an error that names the cell.
 
-Grading lives in ``lib.batch_grading`` (a notebook executed afresh, only this run's signed
-results counted), ``lib.grading_process`` (the supervised process each notebook runs in)
-and ``lib.grade_reports`` (table, summary, gradebook, feedback files):
+Grading lives in ``lib.batch_grading`` (a notebook executed afresh in a sandbox, its recorded
+answers graded outside it), ``lib.grading_process`` and ``lib.sandbox`` (the supervised,
+sandboxed process each notebook runs in), ``lib.answer_grading`` and ``lib.hidden_runs`` (the
+grade, computed with the answer key) and ``lib.grade_reports`` (table, summary, gradebook,
+feedback files):
 
     python -m lib.student copy chapters student            # write missing student copies
     python -m lib.student grade submissions/*/*.ipynb      # run and grade; a table per student
@@ -25,6 +27,8 @@ and ``lib.grade_reports`` (table, summary, gradebook, feedback files):
     python -m lib.student grade ... --csv book.csv         # the gradebook: a row per notebook
     python -m lib.student grade ... --feedback out/        # out/<student>/<notebook>.md to send back
     python -m lib.student grade ... --jobs 4 --kernel NAME # 4 at once; another Jupyter kernel
+    python -m lib.student grade ... --seed 7               # the hidden inputs a run drew, again
+    python -m lib.student grade ... --no-sandbox           # where no bwrap runs: unprotected
 
 A notebook's student is the name of its folder (``submissions/ada/01_...ipynb`` is Ada's).
 """
@@ -42,7 +46,7 @@ from pathlib import Path
 
 import nbformat
 
-from lib.batch_grading import GradeReport, grade_notebooks
+from lib.batch_grading import GradeReport, SandboxUnavailable, grade_notebooks
 from lib.grade_reports import class_summary, format_table, write_csv, write_feedback
 from lib.grading_process import DEFAULT_TIME_LIMIT_S, available_cores
 
@@ -180,6 +184,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     grade.add_argument(
         "--kernel", metavar="NAME", help="grade with this Jupyter kernel (default: the grader's own Python)"
     )
+    grade.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="grade without bubblewrap: each notebook runs as you, able to read and change your files and grades",
+    )
+    grade.add_argument("--seed", type=int, help="draw the hidden inputs from this seed (default: a fresh one)")
     grade.add_argument("--json", type=Path, metavar="PATH", help="also write the report as JSON")
     grade.add_argument("--csv", type=Path, metavar="PATH", help="also write a gradebook: a row per notebook")
     grade.add_argument(
@@ -206,11 +216,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         reports = grade_notebooks(
-            args.notebooks, args.time_limit, jobs=args.jobs, kernel_name=args.kernel, on_report=on_report
-        )
+            args.notebooks, args.time_limit, jobs=args.jobs, kernel_name=args.kernel, on_report=on_report,
+            seed=args.seed, sandboxed=not args.no_sandbox,
+        )  # fmt: skip
+    except SandboxUnavailable as error:
+        print(f"not grading: {error}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("\ngrading interrupted: every grading process and kernel is stopped; no report written")
         return 130
+    if args.no_sandbox:
+        print("graded WITHOUT a sandbox (--no-sandbox): any notebook could have changed files and grades")
+    print(f"hidden inputs drawn from seed {reports[0].seed if reports else args.seed} (--seed grades alike)")
     print()
     print(format_table(reports))
     print()

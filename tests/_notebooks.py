@@ -5,19 +5,17 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from lib.checks import RESULT_KEY
-
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTER_1 = ROOT / "chapters" / "01_one_attention_read.ipynb"
 SOLVED = ("check('1.equal-scores', [1, 2])", "check('1.wider-variance', [1024, 1 / 32])")
 
 
-def stored_record(exercise_id: str, sig: str | None = None) -> dict:
-    """A display output as an earlier run of check() stored it (correct, and signed or not)."""
+def stored_record(exercise_id: str) -> dict:
+    """A display output as an earlier run of check() might have stored it: a correct result."""
     record = {"id": exercise_id, "status": "correct", "cell": 3, "mistake": "", "message": "right"}
-    if sig is not None:
-        record["sig"] = sig
-    return new_output("display_data", data={"text/plain": f"[{exercise_id}] ✓ correct"}, metadata={RESULT_KEY: record})
+    return new_output(
+        "display_data", data={"text/plain": f"[{exercise_id}] ✓ correct"}, metadata={"lib.checks": record}
+    )
 
 
 def write_notebook(path: Path, *sources: str, kernel: str = "python3", stored: bool = False) -> Path:
@@ -27,7 +25,7 @@ def write_notebook(path: Path, *sources: str, kernel: str = "python3", stored: b
     for source in sources:
         cell = new_code_cell(source)
         if stored and "check(" in source:
-            cell.outputs = [stored_record(source.split("'")[1], sig="0" * 64)]
+            cell.outputs = [stored_record(source.split("'")[1])]
             cell.execution_count = len(cells)
         cells.append(cell)
     notebook = new_notebook(cells=cells)
@@ -35,3 +33,25 @@ def write_notebook(path: Path, *sources: str, kernel: str = "python3", stored: b
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, path)
     return path
+
+
+def sandboxed_processes() -> list[int]:
+    """The processes running now in a PID namespace other than this one's that look like a
+    grading sandbox's (its worker, a kernel, a hidden run): what a batch must leave none of."""
+    import os
+
+    ours = os.readlink("/proc/self/ns/pid")
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            namespace = os.readlink(f"/proc/{entry}/ns/pid")
+            with open(f"/proc/{entry}/cmdline", "rb") as file:
+                command = file.read()
+            folder = os.readlink(f"/proc/{entry}/cwd")
+        except OSError:  # it ended while we looked
+            continue
+        if namespace != ours and (b"/tmp/grading" in command + folder.encode() or b"lib.hidden_runs" in command):
+            found.append(int(entry))
+    return found

@@ -1,4 +1,4 @@
-"""The references some tests compare against (Node.js, tiktoken, HF tokenizers, Triton).
+"""The references some tests compare against (Node.js, tiktoken, HF tokenizers, Triton), and the sandbox.
 
 On a reader's machine a missing reference skips the test, in one line that says what to
 install. Where the environment variable CI is set the same test fails instead, so a CI
@@ -37,3 +37,11 @@ def require_module(module: str, install: str) -> ModuleType:
         if IN_CI:
             pytest.fail(f"{reason}; CI requires it", pytrace=False)
         pytest.skip(reason, allow_module_level=True)
+
+
+def require_sandbox() -> None:
+    """Skip the calling test where no bubblewrap sandbox runs (grading refuses there), or fail it in CI."""
+    from lib import sandbox
+
+    available, why = sandbox.available()
+    require("a bubblewrap sandbox", available, f"apt-get install bubblewrap; {why}")

@@ -7,10 +7,19 @@ module is imported, so that on a machine without CUDA the kernels run in the int
 
 import os
 
+import pytest
 import torch
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+@pytest.fixture
+def needs_sandbox():
+    """For a test that grades notebooks: they run in a bubblewrap sandbox (tests/_requirements.py)."""
+    from _requirements import require_sandbox
+
+    require_sandbox()
 
 
 def pytest_configure(config):

@@ -1,6 +1,7 @@
-"""Grading a class a teacher can trust (issue 18): stored or copied results never count, a
-notebook that kills its parent cannot end the batch, any kernelspec grades, every exercise of
-a chapter counts even when its cell is gone, and each status comes with what check() said.
+"""Grading a class a teacher can trust (issues 18 and 29): stored outputs and answers given
+outside an exercise's own cell never count, a notebook that kills its parent cannot end the
+batch, any kernelspec grades, every exercise of a chapter counts even when its cell is gone,
+and each status comes with what the grader said.
 
 The batch that holds a parent-killing notebook runs the grader as a subprocess, so it cannot
 take pytest down; the endless loop is graded on its own, with a small time limit."""
@@ -13,12 +14,15 @@ import sys
 from pathlib import Path
 
 import nbformat
+import pytest
 from _notebooks import CHAPTER_1, ROOT, SOLVED, write_notebook
 
-from lib import batch_grading, student
+from lib import student
 from lib.batch_grading import exercises, grade_notebook
-from lib.checks import RESULT_KEY, check
+from lib.checks import check
 from lib.grade_reports import TABLE_WIDTH
+
+pytestmark = pytest.mark.usefixtures("needs_sandbox")
 
 
 def _grade_in_subprocess(*args: str) -> subprocess.CompletedProcess:
@@ -31,12 +35,13 @@ def test_a_class_with_crashes_loops_forgeries_and_a_parent_killer_is_graded_in_f
     """The issue's batch, on small notebooks and one full chapter: every notebook is reported,
     stored and copied results score nothing, the other kernelspec scores full marks, and the
     wrong answer's targeted feedback reaches its feedback file and the gradebook."""
-    forged = "\n".join(
+    forged = "\n".join(  # a record written by hand beside check()'s, and an answer given in another cell
         [
-            "from IPython.display import publish_display_data",
-            f"record = {{'id': '1.equal-scores', 'status': 'correct', 'cell': 3, 'sig': '{'0' * 64}'}}",
-            "publish_display_data({'text/plain': 'ok'}, metadata={'lib.checks': record})",
-            "publish_display_data({'text/plain': 'ok'}, metadata={'lib.checks': {'id': '2.x', 'status': 'correct'}})",
+            "import json, os",
+            "folder = os.environ['LIB_CHECKS_RECORD']",
+            "record = {'id': '1.equal-scores', 'request': 'made-up', 'answer': 'problem', 'problem': 'x'}",
+            "open(os.path.join(folder, '99999.json'), 'w').write(json.dumps(record))",
+            "check('1.equal-scores', [1, 2])",
         ]
     )
     wrong = exercises()["1.longer-query"]
@@ -75,10 +80,10 @@ def test_a_class_with_crashes_loops_forgeries_and_a_parent_killer_is_graded_in_f
     # stored outputs never count: the kernel died before any check() ran
     assert graded["a_exits"]["problems"] == ["kernel died in cell 3"]
     assert graded["a_exits"]["exercises"] == both_not_run and graded["a_exits"]["correct"] == 0
-    # copied records (a stale signature, none at all, another chapter's id) are flagged, not counted
+    # a record made by hand and an answer given in another cell are named, not counted
     assert graded["c_copies"]["exercises"] == {"1.equal-scores": "not attempted"}
     assert graded["c_copies"]["problems"] == [
-        "2 result records in cell 4 not made by check() in this run (copied or forged): not counted"
+        "an answer to 1.equal-scores given in cell 4 and outside any cell, not in its own cell 3: not counted"
     ]
     chapter_1 = [i for i in exercises() if i.startswith("1.")]
     assert graded["d_kernelspec"]["problems"] == []
@@ -129,25 +134,29 @@ def test_a_solved_notebook_that_loops_first_scores_nothing(tmp_path):
     assert report.n_correct == 0
 
 
-def test_a_record_is_bound_to_the_cell_that_made_it_and_the_kernel_keeps_no_key(tmp_path):
-    """A genuine record of this run shown again in another cell (captured, then re-shown)
-    does not count there; showing a returned result again is no record at all. The kernel's
-    environment no longer holds the key, and it runs the threads it was given."""
+def test_the_answer_that_counts_is_the_last_its_own_cell_recorded(tmp_path):
+    """An exercise's own cell is the first that calls check() with its id; it may record more
+    than once (the last counts). An answer shown in another cell, or for another exercise
+    than the cell's own, is named and ignored. In the kernel check() only says "recorded",
+    and the kernel runs the threads it was given, in a sandbox with an empty environment."""
     path = write_notebook(
         tmp_path / "ida" / "ch.ipynb",
-        "from IPython.utils.capture import capture_output\nwith capture_output() as shown:\n"
-        "    check('1.masked-read', [0, 4])",
-        "shown.show()",
-        "result = check('1.equal-scores', [1, 2])",
-        "result",
-        "import os, torch\nprint(torch.get_num_threads(), os.environ.get('LIB_CHECKS_RUN_KEY'))",
+        "for candidate in ([0, 4], [2, 0]):\n    result = check('1.masked-read', candidate)\nprint(result.status)",
+        "check('1.equal-scores', [1, 2])",
+        "check('1.equal-scores', [0, 0])\ncheck('1.wider-variance', [1024, 1 / 32])",
+        "import os, torch\nprint(torch.get_num_threads(), 'PYTEST_CURRENT_TEST' in os.environ)",
     )
     report = grade_notebook(path, time_limit=60, threads=1)
-    assert report.exercises == {"1.masked-read": "not run", "1.equal-scores": "correct"}
-    assert report.problems == [
-        "1 result record in cell 4 not made by check() in this run (copied or forged): not counted"
-    ]
-    assert report.executed.cells[-1].outputs[0]["text"] == "1 None\n"
+    assert report.exercises == {
+        "1.masked-read": "incorrect",
+        "1.equal-scores": "correct",
+        "1.wider-variance": "correct",
+    }
+    assert report.details["1.masked-read"]["message"].startswith("[2., 0.] is not it")
+    assert report.problems == ["an answer to 1.equal-scores given in cell 5, not in its own cell 4: not counted"]
+    assert [output.get("text") for output in report.executed.cells[2].outputs][-2] == "recorded\n"
+    assert "[2., 0.] is not it" in report.executed.cells[2].outputs[-1]["data"]["text/plain"]  # the grade, added
+    assert report.executed.cells[-1].outputs[0]["text"] == "1 False\n"
 
 
 def test_an_unknown_kernel_is_that_notebooks_problem_and_jobs_must_be_positive(tmp_path, capsys):
@@ -162,46 +171,6 @@ def test_an_unknown_kernel_is_that_notebooks_problem_and_jobs_must_be_positive(t
     else:
         raise AssertionError("--jobs 0 was accepted")
     assert "--jobs must be at least 1, got 0" in capsys.readouterr().err
-
-
-class _Shell:
-    """Just enough of a kernel's shell for check() to publish its record."""
-
-    kernel = object()
-    execution_count = 7
-    parent_header = {"header": {"msg_id": "request-7"}}
-
-
-def test_check_signs_its_record_and_the_grader_verifies_exactly_that(monkeypatch):
-    import IPython.display
-
-    from lib import checks, grading
-
-    key = b"a key made for this run"
-    shown = []
-    monkeypatch.setattr(grading, "kernel_shell", lambda: _Shell())
-    monkeypatch.setattr(checks, "_RUN_KEY", key)
-    monkeypatch.setattr(IPython.display, "display", lambda *args, **kwargs: shown.append(kwargs["metadata"]))
-    told = check("1.longer-query", [2.0, 0.0])
-    record = shown[0][RESULT_KEY]
-    assert {name: record[name] for name in ("id", "status", "cell", "request", "feedback", "hint")} == {
-        "id": "1.longer-query",
-        "status": "incorrect",
-        "cell": 7,
-        "request": "request-7",
-        "feedback": told.feedback,
-        "hint": told.hint,
-    }
-    assert record["mistake"] == getattr(told, "mistake", "")
-    assert batch_grading._genuine(record, key, "request-7")
-    assert not batch_grading._genuine(record, b"another run's key", "request-7")
-    assert not batch_grading._genuine(record, key, "request-8")  # shown again in another cell
-    for name, value in (("status", "correct"), ("id", "1.equal-scores"), ("mistake", "x"), ("request", "r")):
-        assert not batch_grading._genuine({**record, name: value}, key, "request-7"), name
-    assert not batch_grading._genuine({k: v for k, v in record.items() if k != "sig"}, key, "request-7")
-    monkeypatch.setattr(checks, "_RUN_KEY", b"")  # outside grading: no signature at all
-    check("1.equal-scores", [1, 2])
-    assert "sig" not in shown[1][RESULT_KEY]
 
 
 def test_grade_notebook_reports_each_exercise(tmp_path):

@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-from _notebooks import ROOT, SOLVED, write_notebook
+from _notebooks import ROOT, SOLVED, sandboxed_processes, write_notebook
 
 from lib import grading_process
 from lib.batch_grading import grade_notebooks
@@ -32,34 +32,48 @@ def _wait_for(condition, what: str, limit_s: float = 300.0) -> None:
         time.sleep(0.2)
 
 
-def test_an_interrupted_batch_leaves_no_grading_process_or_kernel_behind(tmp_path):
+def test_an_interrupted_batch_leaves_no_grading_process_or_kernel_behind(tmp_path, needs_sandbox):
     """What Ctrl-C does (grade_notebooks calls stop_grading on any interrupt): the grading
-    processes sit in sessions of their own, so the terminal's signal would not reach them."""
+    processes sit in sessions of their own, so the terminal's signal would not reach them.
+    Without a sandbox the kernel's process group is stopped; with one, the sandbox ends and
+    everything in it with it."""
     import threading
 
-    path = write_notebook(tmp_path / "kai" / "ch.ipynb", SOLVED[0], "while True:\n    pass")
-    reports = []
-    batch = threading.Thread(target=lambda: reports.extend(grade_notebooks([path], 600, jobs=1)))
-    batch.start()
+    for sandboxed in (True, False):
+        path = write_notebook(tmp_path / str(sandboxed) / "ch.ipynb", SOLVED[0], "while True:\n    pass")
+        reports = []
+        batch = threading.Thread(
+            target=lambda path=path, sandboxed=sandboxed, reports=reports: reports.extend(
+                grade_notebooks([path], 600, jobs=1, sandboxed=sandboxed)
+            )
+        )
+        batch.start()
 
-    def looping() -> list[dict]:
-        running = list(grading_process._RUNNING.values())
-        events = grading_process._read_events(running[0]) if running else []
-        return events if any(event.get("start") == 3 for event in events) else []
+        def looping() -> list[dict]:
+            running = list(grading_process._RUNNING.values())
+            events = grading_process._read_events(running[0][0]) if running else []
+            return events if any(event.get("start") == 3 for event in events) else []
 
-    _wait_for(looping, "the loop's cell start")
-    kernel = next(event for event in looping() if "kernel" in event)
-    grading_process.stop_grading()
-    batch.join()
-    assert reports[0].problems == ["grading process killed by SIGKILL in cell 4"]
-    assert reports[0].exercises == {"1.equal-scores": "correct"}
+        _wait_for(looping, "the loop's cell start")
+        kernel = next(event for event in looping() if "kernel" in event)
+        inside = sandboxed_processes()
+        assert bool(inside) == sandboxed
+        grading_process.stop_grading()
+        batch.join()
+        assert reports[0].problems == ["grading process killed by SIGKILL in cell 4"]
+        assert reports[0].exercises == {"1.equal-scores": "correct"}
 
-    def gone(pgid: int) -> bool:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return True
-        return False
+        def gone(pgid: int) -> bool:
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                return True
+            return False
 
-    _wait_for(lambda: gone(kernel["pgid"]), "the kernel's process group end")
-    assert grading_process._RUNNING == {} and not grading_process._STOPPING.is_set()  # the next batch grades as usual
+        if sandboxed:
+            _wait_for(lambda: not sandboxed_processes(), "the sandbox's processes end")
+        else:
+            _wait_for(lambda kernel=kernel: gone(kernel["pgid"]), "the kernel's process group end")
+        assert (
+            grading_process._RUNNING == {} and not grading_process._STOPPING.is_set()
+        )  # the next batch grades as usual

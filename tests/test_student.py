@@ -71,7 +71,7 @@ def test_student_copy_never_overwrites_a_learners_work(tmp_path, capsys):
     assert nbformat.read(path, as_version=4).cells[0].source != "my notes"
 
 
-def test_batch_grading_survives_loops_dead_kernels_and_syntax_errors(tmp_path, capsys):
+def test_batch_grading_survives_loops_dead_kernels_and_syntax_errors(tmp_path, capsys, needs_sandbox):
     """One notebook loops forever, one kills its kernel, one has a syntax error: each gets
     its line, within the time limit, and the good notebook after them is still graded."""
     notebooks = [
@@ -80,10 +80,12 @@ def test_batch_grading_survives_loops_dead_kernels_and_syntax_errors(tmp_path, c
         write_notebook(
             tmp_path / "c_syntax" / "ch.ipynb",
             "x = 1\nanswer = [1,\ncheck('1.equal-scores', answer)",
-            "import pathlib\nassert pathlib.Path.cwd().name == 'c_syntax'\ncheck('1.wider-variance', [1024, 1 / 32])",
+            "assert open('data.txt').read() == 'beside'\nopen('data.txt', 'w').write('changed')\n"
+            "check('1.wider-variance', [1024, 1 / 32])",
         ),
         write_notebook(tmp_path / "d_fine" / "ch.ipynb", "check('1.equal-scores', [1, 2])"),
     ]
+    (tmp_path / "c_syntax" / "data.txt").write_text("beside")  # the kernel works on a private copy of its folder
     (tmp_path / "e_broken").mkdir()
     (tmp_path / "e_broken" / "ch.ipynb").write_text("{not json")
     notebooks.append(tmp_path / "e_broken" / "ch.ipynb")
@@ -100,6 +102,7 @@ def test_batch_grading_survives_loops_dead_kernels_and_syntax_errors(tmp_path, c
     assert graded["c_syntax"]["problems"] == ["syntax error in cell 3, line 3: incomplete input"]
     # the kernel ran in the notebook's folder, so the cell after the syntax error passed
     assert graded["c_syntax"]["exercises"] == {"1.equal-scores": "not run", "1.wider-variance": "correct"}
+    assert (tmp_path / "c_syntax" / "data.txt").read_text() == "beside"
     assert graded["d_fine"] == {**graded["d_fine"], "problems": [], "correct": 1, "total": 1}
     assert graded["e_broken"]["problems"][0].startswith("could not read the notebook")
     # the printed table: one row per student, exercises in numbered columns with a legend

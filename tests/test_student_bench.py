@@ -7,7 +7,7 @@ from lib.bench.__main__ import commands, main
 from lib.bench.grading import hand_ins
 
 
-def test_grading_is_a_bench_command_that_prints_both_times_and_the_ratio(tmp_path, capsys):
+def test_grading_is_a_bench_command_that_prints_both_times_and_the_ratio(tmp_path, capsys, needs_sandbox):
     assert "grading" in commands()
     notebook = new_notebook(cells=[new_code_cell("from lib.checks import check\ncheck('1.equal-scores', [1, 2])")])
     nbformat.write(notebook, tmp_path / "01_tiny.ipynb")

@@ -10,6 +10,10 @@ work a second core can do at the same time.
 
     python -m lib.bench grading                      # 4 copies of chapter 1, --jobs 2 vs 1
     python -m lib.bench grading --copies 8 --repeats 3 --notebook chapters/02_batches_and_heads.ipynb
+    python -m lib.bench grading --no-sandbox         # the same without bubblewrap: the sandbox's cost
+
+Each notebook runs in its sandbox and its function answers in a second one (``lib.hidden_runs``),
+as ``python -m lib.student grade`` runs them, with one seed for every round.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, default=2, help="notebooks at once, against one at a time (default 2)")
     parser.add_argument("--repeats", type=int, default=1, help="rounds of both (default 1)")
     parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S, help="seconds per notebook")
+    parser.add_argument("--no-sandbox", action="store_true", help="grade without bubblewrap (to see what it costs)")
 
 
 def hand_ins(notebook: Path, copies: int, folder: Path) -> list[Path]:
@@ -58,7 +63,7 @@ def main(args: argparse.Namespace) -> None:
         print(
             f"grading {args.copies} cop{'ies' if args.copies > 1 else 'y'} of {args.notebook.name}: "
             f"--jobs 1 ({kernel_threads(1)} threads a kernel) "
-            f"vs --jobs {jobs} ({kernel_threads(jobs)} a kernel)"
+            f"vs --jobs {jobs} ({kernel_threads(jobs)} a kernel), {'without' if args.no_sandbox else 'in'} a sandbox"
         )
         print(f"{'round':>5}  {'jobs 1 (s)':>10}  {f'jobs {jobs} (s)':>10}  {f'jobs {jobs} / jobs 1':>15}")
         ratios, grades = [], {}
@@ -66,7 +71,7 @@ def main(args: argparse.Namespace) -> None:
             seconds = {}
             for n in (1, jobs) if round_ % 2 else (jobs, 1):
                 start = time.perf_counter()
-                reports = grade_notebooks(paths, args.time_limit, jobs=n)
+                reports = grade_notebooks(paths, args.time_limit, jobs=n, seed=0, sandboxed=not args.no_sandbox)
                 seconds[n] = time.perf_counter() - start
                 grades.setdefault(n, []).append([(r.student, r.exercises, r.problems) for r in reports])
             ratios.append(seconds[jobs] / seconds[1])

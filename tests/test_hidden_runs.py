@@ -1,0 +1,41 @@
+"""lib.hidden_runs: a recorded function runs on hidden inputs in a sandbox of its own, and only
+its outputs come back, as arrays; a function that ends the process ends only its own run."""
+
+import cloudpickle
+import pytest
+import torch
+
+from lib.hidden_runs import FunctionRun, run_functions
+
+CASES = [(torch.tensor([[1.0, 2.0]]),), (torch.tensor([[3.0, -1.0]], dtype=torch.float64),)]
+
+
+def _run(function, forbidden=()) -> FunctionRun:
+    return FunctionRun(cloudpickle.dumps(function), CASES, list(forbidden), [], 2.0)
+
+
+@pytest.mark.usefixtures("needs_sandbox")
+def test_functions_run_in_a_sandbox_and_only_their_outputs_come_back():
+    import lib.attention
+
+    def _leaves(scores):  # defined here, so that cloudpickle sends it by value, as it sends a notebook's
+        import os
+
+        if scores.dtype == torch.float64:
+            os._exit(3)  # ends the process on the second case
+        return scores
+
+    runs = [
+        _run(lambda scores: (scores * 2).to(torch.bfloat16)),
+        _run(_leaves),
+        _run(lib.attention.softmax, forbidden=[("lib.attention.softmax", "softmax")]),
+        _run(lambda scores: open("/etc/hostname").read() and __import__("socket").create_connection(("1.1.1.1", 53))),
+        FunctionRun(b"not a pickle", CASES, [], [], 2.0),
+    ]
+    doubled, leaves, library, network, broken = run_functions(runs)
+    assert [outcome[0] for outcome in doubled] == ["", ""]
+    assert doubled[0][1].dtype == torch.bfloat16 and doubled[0][1].tolist() == [[2.0, 4.0]] and doubled[0][2]
+    assert leaves[0][0] == "" and leaves[1] == ("ended the process that ran it (exit status 3)", None, False)
+    assert library == ("handed in", "softmax")
+    assert network[0][0].startswith("raised OSError") or network[0][0].startswith("raised FileNotFoundError")
+    assert broken[0] == "problem" and broken[1].startswith("could not load your function for grading")
