@@ -135,14 +135,14 @@ def _split_and_encode(paragraphs: list[str], held_out: float, vocab_size: int) -
 
 
 # --- The trained run ------------------------------------------------------------------------
-# 1,000 steps of 16 windows of 128 tokens: about two minutes of one CPU core per model,
-# evaluations included. The loss first settles on a plateau near the 6-gram's, then drops
-# suddenly when the model learns to copy the hero's name (chapter 9). With the peak rate
-# at 3e-3 and 30 warm-up steps, some seeds and CPU kernels left the plateau within 1,000
-# steps and others did not; at 6e-3 with 100 warm-up steps, every run that
-# lib.capstone_seeds measured did (seeds 0-4, AVX-512 and AVX2 kernels). Sixteen
-# evaluation batches of 16 windows cover the whole held-out part, so the curve and the
-# baselines score the same tokens.
+# 1,000 steps of 16 windows of 128 tokens: two to three minutes of one CPU core per model
+# with AVX2 kernels, about four without AVX, evaluations included. The loss first settles
+# on a plateau a little above the 6-gram's, then falls well below it (chapter 9). With the
+# peak rate at 3e-3 and 30 warm-up steps, some seeds and CPU kernels stayed on the plateau
+# for all 1,000 steps (seen on AVX-512 and AVX2 machines); at 6e-3 with 100 warm-up steps,
+# every run in chapters/results/capstone_seeds.json ends far below it (seeds 0-4, AVX2 and
+# no-AVX kernels). Sixteen evaluation batches of 16 windows cover the whole held-out part,
+# so the curve and the baselines score the same tokens.
 CAPSTONE_MODEL = dict(n_layers=2, d_model=128, n_heads=4, n_kv_heads=2, max_len=256)  # vocab from the tokenizer
 # The same model with one layer, trained the same way (chapter 9 compares it).
 ONE_LAYER_MODEL = dict(CAPSTONE_MODEL, n_layers=1)
@@ -186,7 +186,7 @@ def train_capstone(
     """
     data = data or prepare_data(corpus)
     config = model_config(data, model_options)
-    # The CPU's kernel family is part of the key: AVX-512 and AVX2 kernels round differently,
+    # The CPU's kernel family is part of the key: AVX-512, AVX2 and plain kernels round differently,
     # and a training run amplifies that into another run (lib.capstone_seeds compares them).
     key = {"corpus": asdict(corpus), "data": data.fingerprint, "model": asdict(config),
            "training": asdict(train_config), "cpu_capability": torch.backends.cpu.get_cpu_capability()}  # fmt: skip
