@@ -17,21 +17,24 @@ so that ``check()`` knows what to record without the answer key.
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["RECORD_ENV", "KINDS_FILE", "recording_folder", "exercise_kinds", "record", "read_records"]
+__all__ = ["RECORD_ENV", "KINDS_FILE", "recording_folder", "exercise_kinds", "record", "read_records", "read_plain"]
 
 RECORD_ENV = "LIB_CHECKS_RECORD"
 KINDS_FILE = "exercises.json"
 VALUE, FUNCTION = "value", "function"
 MAX_RECORDS = 2000  # a notebook that records more (a loop over candidates) keeps its first ones
 MAX_FILE_BYTES = 20 * 1024**2  # an answer larger than this is not read back
+MAX_TOTAL_BYTES = 64 * 1024**2  # nor are answers past this much in all (a notebook can forge records)
 _counter = itertools.count(1)
 
 
@@ -93,13 +96,39 @@ def record(folder: Path, exercise_id: str, answer: Any, kind: str, request: str)
     partial.rename(base.with_suffix(".json"))
 
 
-def _read_entry(folder: Path, path: Path) -> dict | None:
-    """One record as plain data: its fields checked, its numbers read without pickle, its
-    function's bytes kept as bytes. None when it is not a record check() could have made."""
+def read_plain(path: Path, limit: int, *, whole: bool = True) -> bytes:
+    """The bytes of ``path`` if it is a regular file, read without trusting whoever wrote it.
+
+    A sandboxed notebook can leave a link, a FIFO or a device where a file should be: the
+    open neither follows a link (``O_NOFOLLOW``) nor waits for a FIFO's writer
+    (``O_NONBLOCK``), and anything but a regular file is refused. A file over ``limit``
+    bytes is refused too, or with ``whole=False`` read up to ``limit``. Raises OSError.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     try:
-        if path.stat().st_size > 100_000:
-            return None
-        entry = json.loads(path.read_text())
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{path.name} is not a regular file")
+        if whole and info.st_size > limit:
+            raise OSError(f"{path.name} holds {info.st_size} bytes, over the {limit} read")
+        chunks, left = [], limit
+        while left > 0:
+            chunk = os.read(fd, min(left, 1024**2))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _read_entry(folder: Path, path: Path, budget: list[int]) -> dict | None:
+    """One record as plain data: its fields checked, its numbers read without pickle, its
+    function's bytes kept as bytes. None when it is not a record check() could have made.
+    ``budget`` holds the bytes of answers still allowed to be read in this folder."""
+    try:
+        entry = json.loads(read_plain(path, 100_000))
     except (OSError, ValueError):
         return None
     if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("id", "request", "answer")):
@@ -107,16 +136,22 @@ def _read_entry(folder: Path, path: Path) -> dict | None:
     plain = {key: value for key, value in entry.items() if isinstance(value, str)}
     if plain["answer"] in ("numbers", "function"):
         file = folder / Path(plain.get("file", "")).name
-        if file.is_symlink() or not file.is_file():
-            return None
-        if file.stat().st_size > MAX_FILE_BYTES:
-            return {**plain, "answer": "problem", "problem": "the answer was too large to grade"}
         try:
+            size = file.lstat().st_size
+        except OSError:
+            return None
+        if size > MAX_FILE_BYTES:
+            return {**plain, "answer": "problem", "problem": "the answer was too large to grade"}
+        if size > budget[0]:
+            return {**plain, "answer": "problem", "problem": "the notebook's answers were too large in all to grade"}
+        try:
+            data = read_plain(file, MAX_FILE_BYTES)
+            budget[0] -= len(data)
             if plain["answer"] == "numbers":
-                plain["numbers"] = np.load(file, allow_pickle=False)
+                plain["numbers"] = np.load(io.BytesIO(data), allow_pickle=False)
             else:
-                plain["pickle"] = file.read_bytes()
-        except (OSError, ValueError):
+                plain["pickle"] = data
+        except (OSError, ValueError, EOFError):
             return None
     return plain
 
@@ -125,5 +160,6 @@ def read_records(folder: Path) -> list[dict]:
     """The records in ``folder`` in the order they were made (the grader's side: nothing here
     runs the learner's code)."""
     paths = sorted(folder.glob("[0-9][0-9][0-9][0-9][0-9].json"))[:MAX_RECORDS]
-    entries = [_read_entry(folder, path) for path in paths if not path.is_symlink()]
+    budget = [MAX_TOTAL_BYTES]
+    entries = [_read_entry(folder, path, budget) for path in paths]
     return [entry for entry in entries if entry is not None]

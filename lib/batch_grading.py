@@ -37,6 +37,7 @@ from pathlib import Path
 import nbformat
 
 from lib import answer_grading, sandbox
+from lib.answer_records import read_plain
 from lib.grading_process import (
     DEFAULT_TIME_LIMIT_S,
     allow_grading,
@@ -50,6 +51,7 @@ __all__ = ["GradeReport", "grade_notebook", "grade_notebooks", "exercises", "NOT
 
 NOT_RUN = "not run"
 OUTPUT_LIMIT = 10 * 1024**2  # bytes of a notebook's outputs kept for its feedback; past them, a problem line
+NOTEBOOK_LIMIT = 100 * 1024**2  # a hand-in larger than this is not read
 _SYNTAX_ERRORS = ("SyntaxError", "IndentationError", "TabError")
 
 
@@ -230,8 +232,13 @@ def grade_notebook(
     chapter = _chapter(notebook_path)
     report.exercises = dict.fromkeys(_chapter_exercises(notebook_path), checks.NOT_ATTEMPTED)
     start = time.monotonic()
-    try:
-        notebook = _cleared(nbformat.read(notebook_path, as_version=4))
+    if notebook_path.is_symlink() or notebook_path.parent.is_symlink():
+        # a link could hand in the teacher's solved chapter, or a classmate's notebook
+        report.problems.append("not graded: the hand-in is a symbolic link, not a notebook of its own")
+        return report
+    try:  # read_plain: a FIFO or a device in a student's folder must not stall the batch
+        text = read_plain(notebook_path, NOTEBOOK_LIMIT).decode("utf-8", errors="replace")
+        notebook = _cleared(nbformat.reads(text, as_version=4))
     except Exception as error:  # an unreadable file is that notebook's line in the report
         report.problems.append(f"could not read the notebook ({type(error).__name__}: {error})"[:200])
         return report

@@ -31,7 +31,7 @@ from pathlib import Path
 import nbformat
 
 from lib import sandbox
-from lib.answer_records import KINDS_FILE, RECORD_ENV, read_records
+from lib.answer_records import KINDS_FILE, RECORD_ENV, read_plain, read_records
 
 __all__ = ["DEFAULT_TIME_LIMIT_S", "run_cells", "supervise", "stop_grading", "allow_grading"]
 __all__ += ["kernel_threads", "available_cores"]
@@ -176,9 +176,8 @@ _STOPPING = threading.Event()
 
 def _read_events(path: Path) -> list[dict]:
     events = []
-    try:  # the sandbox may have put a link there: never follow it out
-        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), encoding="utf-8", errors="replace") as file:
-            lines = file.read(256 * 1024**2).splitlines()
+    try:  # the sandbox may have put a link or a FIFO there: neither is followed or waited on
+        lines = read_plain(path, 256 * 1024**2, whole=False).decode("utf-8", errors="replace").splitlines()
     except OSError:
         return events
     for line in lines:

@@ -17,6 +17,7 @@ was on says so, and the notebook's other functions run again in a fresh sandbox.
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -29,6 +30,7 @@ import numpy as np
 import torch
 
 from lib import sandbox
+from lib.answer_records import read_plain
 
 __all__ = ["FunctionRun", "run_functions", "main"]
 
@@ -121,7 +123,8 @@ def main(folder: str) -> int:
 
 def _read_results(folder: Path) -> list[dict]:
     try:
-        lines = (folder / "results.jsonl").read_text(errors="replace").splitlines()
+        data = read_plain(folder / "results.jsonl", 64 * 1024**2, whole=False)  # not a link, not a FIFO
+        lines = data.decode("utf-8", errors="replace").splitlines()
     except OSError:
         return []
     entries = []
@@ -139,11 +142,12 @@ def _output(entry: dict, folder: Path) -> torch.Tensor | None:
     """A case's output as a tensor, read without pickle; None when there is none to read."""
     path = folder / Path(str(entry.get("file", ""))).name
     dtype = getattr(torch, str(entry.get("dtype", "")), None)
-    if not isinstance(dtype, torch.dtype) or not path.is_file() or path.stat().st_size > MAX_OUTPUT_BYTES:
+    if not isinstance(dtype, torch.dtype):
         return None
-    try:
-        return torch.from_numpy(np.load(path, allow_pickle=False)).to(dtype)
-    except (OSError, ValueError, TypeError, RuntimeError):
+    try:  # a regular file only: not a link, a FIFO or a device the function left there
+        data = read_plain(path, MAX_OUTPUT_BYTES)
+        return torch.from_numpy(np.load(io.BytesIO(data), allow_pickle=False)).to(dtype)
+    except (OSError, ValueError, TypeError, RuntimeError, EOFError):
         return None
 
 

@@ -59,3 +59,40 @@ def test_the_grader_drops_what_check_could_not_have_made(tmp_path, monkeypatch):
     (tmp_path / "00905.json").write_text("{cut off")
     records = read_records(tmp_path)
     assert [(r["id"], r["request"], r["answer"]) for r in records] == [("1.equal-scores", "request-1", "numbers")]
+
+
+def test_read_plain_refuses_what_a_sandbox_could_leave_instead_of_a_file(tmp_path):
+    import os
+
+    import pytest
+
+    from lib.answer_records import read_plain
+
+    (tmp_path / "file").write_bytes(b"0123456789")
+    assert read_plain(tmp_path / "file", 10) == b"0123456789"
+    assert read_plain(tmp_path / "file", 4, whole=False) == b"0123"
+    with pytest.raises(OSError, match="over the 4"):
+        read_plain(tmp_path / "file", 4)
+    os.mkfifo(tmp_path / "fifo")  # opening it for reading would wait for a writer forever
+    with pytest.raises(OSError, match="not a regular file"):
+        read_plain(tmp_path / "fifo", 10)
+    (tmp_path / "link").symlink_to(tmp_path / "file")
+    with pytest.raises(OSError):
+        read_plain(tmp_path / "link", 10)
+
+
+def test_forged_records_cannot_stall_or_flood_the_grader(tmp_path, monkeypatch):
+    import os
+
+    monkeypatch.setattr(answer_records, "MAX_TOTAL_BYTES", 3 * 8 * 1000 + 3 * 128)
+    os.mkfifo(tmp_path / "00001.json")  # a FIFO where a record should be: skipped, not waited on
+    for n in range(2, 8):  # six answers of 8 kB each: the first three fit the budget
+        np.save(tmp_path / f"{n:05d}.npy", np.zeros(1000), allow_pickle=False)
+        entry = {"id": "1.equal-scores", "request": "r", "answer": "numbers", "file": f"{n:05d}.npy"}
+        (tmp_path / f"{n:05d}.json").write_text(json.dumps(entry))
+    os.mkfifo(tmp_path / "00009.npy")
+    entry = {"id": "1.equal-scores", "request": "r", "answer": "numbers", "file": "00009.npy"}
+    (tmp_path / "00009.json").write_text(json.dumps(entry))
+    records = read_records(tmp_path)
+    assert [r["answer"] for r in records] == ["numbers"] * 3 + ["problem"] * 3
+    assert "too large in all" in records[-1]["problem"]

@@ -240,3 +240,20 @@ def test_a_deleted_exercise_still_counts_and_a_bare_path_names_the_student(tmp_p
     (tmp_path / "bo" / "01_one_attention_read.ipynb").write_text("{not json")
     unreadable = grade_notebook(tmp_path / "bo" / "01_one_attention_read.ipynb")
     assert unreadable.problems[0].startswith("could not read") and unreadable.as_dict()["total"] == len(chapter_1)
+
+
+def test_a_linked_or_fifo_hand_in_is_refused_at_once(tmp_path):
+    # a link to the teacher's solved chapter would score full marks and return its solutions;
+    # a FIFO named like a notebook would stall the batch on its first read
+    linked = tmp_path / "h_link" / CHAPTER_1.name
+    linked.parent.mkdir()
+    linked.symlink_to(CHAPTER_1)
+    report = grade_notebook(linked, time_limit=5)
+    assert report.problems == ["not graded: the hand-in is a symbolic link, not a notebook of its own"]
+    assert report.n_correct == 0 and set(report.exercises.values()) == {"not attempted"}
+    fifo = tmp_path / "h_fifo" / CHAPTER_1.name
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)
+    report = grade_notebook(fifo, time_limit=5)
+    assert report.problems[0].startswith("could not read the notebook (OSError")
+    assert report.n_correct == 0

@@ -77,3 +77,16 @@ def test_an_interrupted_batch_leaves_no_grading_process_or_kernel_behind(tmp_pat
         assert (
             grading_process._RUNNING == {} and not grading_process._STOPPING.is_set()
         )  # the next batch grades as usual
+
+
+def test_events_left_as_a_fifo_or_a_link_do_not_stall_the_grader(tmp_path):
+    import os
+
+    from lib.grading_process import _read_events
+
+    os.mkfifo(tmp_path / "events.jsonl")  # a notebook replaced its events file with a FIFO
+    assert _read_events(tmp_path / "events.jsonl") == []
+    (tmp_path / "elsewhere.jsonl").write_text('{"finished": true}\n')
+    (tmp_path / "linked.jsonl").symlink_to(tmp_path / "elsewhere.jsonl")
+    assert _read_events(tmp_path / "linked.jsonl") == []
+    assert _read_events(tmp_path / "elsewhere.jsonl") == [{"finished": True}]
