@@ -214,6 +214,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"    {problem}")
         sys.stdout.flush()
 
+    for output in (args.json, args.csv):  # made now: a missing folder must not lose a graded batch at the end
+        if output is not None:
+            output.parent.mkdir(parents=True, exist_ok=True)
     try:
         reports = grade_notebooks(
             args.notebooks, args.time_limit, jobs=args.jobs, kernel_name=args.kernel, on_report=on_report,

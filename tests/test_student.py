@@ -146,3 +146,17 @@ def test_indented_or_unparsable_solutions_are_stripped_without_crashing():
     assert strip_solutions(crlf) == "answer = ...  # your answer here\ncheck('1.x', answer)"
     broken = "# BEGIN SOLUTION\nanswer = [1,\n# END SOLUTION\ncheck('1.x', answer)"
     assert strip_solutions(broken) == "answer = ...  # your answer here\ncheck('1.x', answer)"
+
+
+def test_grade_makes_the_folders_of_its_reports_before_grading(tmp_path, monkeypatch):
+    # a missing --json/--csv folder used to lose the whole graded batch at the very end
+    from _notebooks import CHAPTER_1
+
+    linked = tmp_path / "class" / "h_link" / CHAPTER_1.name
+    linked.parent.mkdir(parents=True)
+    linked.symlink_to(CHAPTER_1)  # refused at once: no kernel starts, so the test is quick
+    out = tmp_path / "not" / "yet"
+    assert student.main(["grade", str(linked), "--json", str(out / "g.json"), "--csv", str(out / "g.csv")]) == 0
+    rows = json.loads((out / "g.json").read_text())
+    assert rows[0]["problems"] == ["not graded: the hand-in is a symbolic link, not a notebook of its own"]
+    assert (out / "g.csv").exists()
