@@ -72,7 +72,7 @@ trained: $(STAMP)
 ## out (a stalled kernel) is run once more, and the output says so (tests/nbval_rerun.py).
 NBVAL_CELL_TIMEOUT := 300
 test: $(STAMP) trained
-	@echo "The tests: the library's, then nbval over every chapter (about 4 minutes; a dot per test)"
+	@echo "The tests: the library's, then nbval over every chapter (about 10 minutes on two cores; a dot per test)"
 	$(BIN)/python -m pytest tests chapters -m "not browser" --nbval-lax --nbval-current-env \
 	  --nbval-cell-timeout=$(NBVAL_CELL_TIMEOUT) -p tests.nbval_rerun -p no:cacheprovider
 
