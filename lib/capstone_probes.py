@@ -149,15 +149,20 @@ def head_ablations(model: GPT, probes: dict[str, Probe], mean_windows: torch.Ten
 
     Each head's output is replaced by its mean over ``mean_windows`` (B, T) of held-out
     text (``lib.gpt_probes.mean_head_outputs``), one head at a time. Negative: the head helps.
+    The effect ignores the rivals, so probes with the same prompts and right tokens (the name
+    probe and its same-gender subset) are measured once.
     """
     means = mean_head_outputs(model, mean_windows)  # (L, H, D)
     n_layers, n_heads = means.shape[:2]
-    table = {}
+    table, measured = {}, {}
     for name, probe in probes.items():
+        if (probe.prompts, probe.right) in measured:
+            table[name] = measured[probe.prompts, probe.right].clone()
+            continue
         full = _right_and_rivals(_last_logits(model, probe.prompts), probe)[0].mean()
         effect = torch.zeros(n_layers, n_heads)  # (L, H)
         for layer, head in itertools.product(range(n_layers), range(n_heads)):
             logp = _last_logits(model, probe.prompts, {(layer, head): means[layer, head]})
             effect[layer, head] = _right_and_rivals(logp, probe)[0].mean() - full
-        table[name] = effect
+        table[name] = measured[probe.prompts, probe.right] = effect
     return table

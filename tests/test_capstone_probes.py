@@ -64,3 +64,13 @@ def test_head_ablations_table_shape_and_sign_convention(setup):
     table = head_ablations(model, {"pronoun": probes["pronoun"]}, windows)
     assert table["pronoun"].shape == (2, 4)
     assert torch.isfinite(table["pronoun"]).all()
+
+
+def test_probes_with_the_same_prompts_and_answers_are_ablated_once_and_alike(setup):
+    data, model, probes = setup
+    windows = data.val_ids[: 4 * 64].view(4, 64)
+    together = head_ablations(model, {p: probes[p] for p in ("name", "name, same gender")}, windows)
+    alone = head_ablations(model, {"name, same gender": probes["name, same gender"]}, windows)
+    assert torch.equal(together["name"], together["name, same gender"])  # the rivals do not enter
+    assert torch.allclose(together["name, same gender"], alone["name, same gender"], atol=1e-6)
+    assert together["name"] is not together["name, same gender"]  # the caller may change one alone
