@@ -39,6 +39,9 @@ __all__ = [
     "prepare_data",
     "text_data",
     "help_text_data",
+    "KINDS",
+    "paragraph_kind",
+    "losses_by_kind",
     "CAPSTONE_MODEL",
     "CAPSTONE_TRAINING",
     "ONE_LAYER_MODEL",
@@ -111,6 +114,32 @@ def help_text_data(vocab_size: int = 512) -> CapstoneData:
     from pydoc_data.topics import topics
 
     return text_data("\n\n".join(topics[name] for name in sorted(topics)), vocab_size=vocab_size)
+
+
+KINDS = ("story", "agreement", "counting")  # the three generators of lib.stories
+
+
+def paragraph_kind(paragraph: str) -> str:
+    """Which of the grammar's three generators wrote ``paragraph``: "story", "agreement" or "counting"."""
+    if paragraph.startswith("Once upon"):
+        return "story"
+    return "counting" if paragraph.startswith("Count by") else "agreement"
+
+
+@torch.no_grad()
+def losses_by_kind(model: GPT, data: CapstoneData, context: int, n_training: int = 600) -> dict[str, dict]:
+    """Held-out loss and token count by kind of paragraph, on the first ``n_training`` training
+    paragraphs and on every held-out one: {"training": {kind: (loss, tokens), ..., "all": ...},
+    "held-out": {...}}. The two parts mix the kinds differently, so compare them kind by kind."""
+    parts = {"training": data.train_text.split("\n\n")[:n_training], "held-out": data.val_text.split("\n\n")[:-1]}
+    losses: dict[str, dict] = {}
+    for part, paragraphs in parts.items():
+        losses[part] = {}
+        for kind in (*KINDS, "all"):
+            chosen = [p for p in paragraphs if kind == "all" or paragraph_kind(p) == kind]
+            ids = torch.tensor(data.tokenizer.encode("\n\n".join(chosen) + "\n\n"))  # (T,)
+            losses[part][kind] = (evaluate(model, ids, context=context, batch_size=16), ids.numel())
+    return losses
 
 
 def _split_and_encode(paragraphs: list[str], held_out: float, vocab_size: int) -> CapstoneData:

@@ -132,20 +132,15 @@ def _rounded(table) -> list[list[float]]:
 
 
 def _train_and_held_out_losses(model, data, context: int) -> dict:
-    """Loss by kind of paragraph on the first 600 training paragraphs and on the held-out ones."""
-    import torch
+    """``capstone.losses_by_kind`` flattened for the table: {"training_story": loss, ..., "held_out_all": loss}."""
+    from lib import capstone
 
-    from lib.training import evaluate
-
-    parts = {"training": data.train_text.split("\n\n")[:600], "held_out": data.val_text.split("\n\n")[:-1]}
-    kinds = {"story": "Once upon", "agreement": "The ", "counting": "Count by"}
-    losses = {}
-    for part, paragraphs in parts.items():
-        for kind, start in [*kinds.items(), ("all", "")]:
-            chosen = [p for p in paragraphs if p.startswith(start)]
-            ids = torch.tensor(data.tokenizer.encode("\n\n".join(chosen) + "\n\n"))
-            losses[f"{part}_{kind}"] = round(evaluate(model, ids, context=context, batch_size=16), 4)
-    return losses
+    by_part = capstone.losses_by_kind(model, data, context)
+    return {
+        f"{part.replace('-', '_')}_{kind}": round(loss, 4)
+        for part, kinds in by_part.items()
+        for kind, (loss, _) in kinds.items()
+    }
 
 
 def capability(kernel: str) -> str:

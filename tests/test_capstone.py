@@ -149,3 +149,24 @@ def test_the_cache_key_holds_the_cpu_kernel_family(toy_data, tmp_path, monkeypat
     train_capstone(TOY_CORPUS, TOY_MODEL, TOY_TRAINING, **options)
     train_capstone(TOY_CORPUS, TOY_MODEL, TOY_TRAINING, **options)
     assert len(calls) == 2
+
+
+def test_losses_by_kind_splits_each_part_by_generator(toy_data, tmp_path):
+    import random
+
+    from lib import stories
+
+    rng = random.Random(0)
+    for write, name in ((stories.story, "story"), (stories.agreement, "agreement"), (stories.counting, "counting")):
+        assert capstone.paragraph_kind(write(rng)) == name
+    result = train_capstone(TOY_CORPUS, TOY_MODEL, TOY_TRAINING, data=toy_data, cache_dir=tmp_path, progress=False)
+    losses = capstone.losses_by_kind(result.model, toy_data, context=16, n_training=20)
+    held = toy_data.val_text.split("\n\n")[:-1]
+    ids = torch.tensor(toy_data.tokenizer.encode("\n\n".join(held) + "\n\n"))
+    assert losses["held-out"]["all"] == (
+        pytest.approx(evaluate(result.model, ids, context=16, batch_size=16)),
+        ids.numel(),
+    )
+    for part in ("training", "held-out"):
+        assert list(losses[part]) == [*capstone.KINDS, "all"]
+        assert all(math.isfinite(loss) or tokens <= 1 for loss, tokens in losses[part].values())
