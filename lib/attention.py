@@ -152,21 +152,22 @@ def attention(
         n_groups = q.shape[-3] // k.shape[-3]
         k, v = repeat_kv(k, n_groups), repeat_kv(v, n_groups)  # (..., H, M, D), (..., H, M, Dv)
 
-    scores = (q @ k.transpose(-2, -1)) * scale  # (..., H, N, M)
     allowed = None  # True where a query may read a key
-    if mask is not None and mask.dtype == torch.bool:
-        allowed = mask
-    elif mask is not None:
+    if mask is not None:
+        allowed = mask if mask.dtype == torch.bool else mask != float("-inf")
+        # Zero the keys and values no query may read, BEFORE any product: a NaN there would
+        # reach the output through 0 · NaN in weights @ v, and q's gradient through dS @ k.
+        # (Causal alone hides no key from every query.)
+        k, v = zero_unread_keys(k, allowed), zero_unread_keys(v, allowed)  # (..., H, M, D), (..., H, M, Dv)
+    scores = (q @ k.transpose(-2, -1)) * scale  # (..., H, N, M)
+    if mask is not None and mask.dtype != torch.bool:
         scores = scores + mask.to(scores.dtype)  # additive: 0 allowed, -inf disallowed
-        allowed = mask != float("-inf")  # (a NaN score plus -inf is NaN: masked again below)
     if is_causal:
         causal = causal_mask(n_queries, n_keys, device=q.device)  # (N, M)
         allowed = causal if allowed is None else allowed & causal
     if allowed is not None:
         # Mask BEFORE the softmax: a disallowed key must not enter the denominator.
         scores = scores.masked_fill(~allowed, float("-inf"))  # (..., H, N, M)
-        if mask is not None:  # causal alone hides no key from every query
-            v = zero_unread_keys(v, allowed)  # (..., H, M, Dv)
 
     # At least float32 for the softmax of fp16/bf16 inputs: exp and the row sum lose too
     # much in 8-11 bits. float64 stays float64.
