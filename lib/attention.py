@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lib.masks import mask_from_torch, segment_mask, sliding_window_mask, zero_unread_keys
-from lib.validation import positive_int, probability, resolve_scale, validate_attention_inputs, validate_module_inputs
+from lib.validation import check_heads, probability, resolve_scale, validate_attention_inputs, validate_module_inputs
 
 __all__ = ["softmax", "attention", "causal_mask", "sliding_window_mask", "padding_mask", "segment_mask"]
 __all__ += ["mask_from_torch", "repeat_kv", "MultiHeadAttention"]
@@ -261,18 +261,7 @@ class MultiHeadAttention(nn.Module):
         fused: bool = True,
     ) -> None:
         super().__init__()
-        d_model = positive_int("d_model", d_model)
-        n_heads = positive_int("n_heads", n_heads)
-        n_kv_heads = n_heads if n_kv_heads is None else positive_int("n_kv_heads", n_kv_heads)
-        if d_model % n_heads:
-            raise ValueError(
-                f"d_model={d_model} is not divisible by n_heads={n_heads}: each head takes d_model / n_heads"
-            )
-        if n_heads % n_kv_heads:
-            raise ValueError(
-                f"n_heads={n_heads} is not a multiple of n_kv_heads={n_kv_heads}: "
-                "each KV head must serve the same number of query heads"
-            )
+        n_heads, n_kv_heads, d_model = check_heads(n_heads, n_kv_heads, d_model)
         self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
         self.head_dim = d_model // n_heads
         self.dropout = probability("dropout", dropout)

@@ -33,7 +33,7 @@ import torch.nn as nn
 from lib.blocks import Block, make_norm, swiglu_hidden
 from lib.kv_cache import KVCache
 from lib.rope import rope_cos_sin, rope_frequencies
-from lib.validation import non_negative_int, optional_positive_int, positive_int
+from lib.validation import check_heads, non_negative_int, optional_positive_int, positive_int
 
 __all__ = [
     "GPTConfig",
@@ -63,10 +63,7 @@ class GPTConfig:
     def __post_init__(self) -> None:
         for name in ("vocab_size", "n_layers", "d_model", "n_heads", "n_kv_heads", "max_len"):
             setattr(self, name, positive_int(f"GPTConfig.{name}", getattr(self, name)))
-        if self.d_model % self.n_heads:
-            raise ValueError(f"GPTConfig: d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
-        if self.n_heads % self.n_kv_heads:
-            raise ValueError(f"GPTConfig: n_heads={self.n_heads} is not a multiple of n_kv_heads={self.n_kv_heads}")
+        check_heads(self.n_heads, self.n_kv_heads, self.d_model, where="GPTConfig")
         if self.head_dim % 2:
             raise ValueError(f"GPTConfig: RoPE rotates pairs, so the head width must be even, got {self.head_dim}")
 

@@ -40,7 +40,7 @@ import torch
 from lib.masks import zero_unread_keys
 from lib.online_softmax import finite_or_zero, online_softmax_update
 from lib.tiling import BLOCK_K, BLOCK_Q, GroupedHeads, Tiling
-from lib.validation import is_integer, optional_positive_int, resolve_scale, validate_attention_inputs
+from lib.validation import optional_positive_int, positive_int, resolve_scale, validate_attention_inputs
 
 __all__ = ["tiled_attention", "TiledAttention"]
 
@@ -320,8 +320,7 @@ def tiled_attention(
     validate_attention_inputs(q, k, v, mask)
     window = optional_positive_int("window", window)
     scale = resolve_scale(scale, q)  # rejects inf, NaN and non-numbers, as attention does
-    if not is_integer(block_q) or not is_integer(block_k) or block_q < 1 or block_k < 1:
-        raise ValueError(f"block sizes must be positive integers, got block_q={block_q!r}, block_k={block_k!r}")
+    block_q, block_k = positive_int("block_q", block_q), positive_int("block_k", block_k)
     k, v = _zero_unread(k, v, mask, window, q.shape[-2])
-    tiling = Tiling(bool(is_causal), window, scale, int(block_q), int(block_k), bool(fast))
+    tiling = Tiling(bool(is_causal), window, scale, block_q, block_k, bool(fast))
     return TiledAttention.apply(q, k, v, mask, tiling)
