@@ -16,7 +16,6 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
-import pytest
 from _requirements import require
 
 from lib.checks import exercises, grade, static_page_data
@@ -173,9 +172,8 @@ def test_placeholders_are_shaped_like_the_answer():
         assert "0.5, 0.5" not in placeholder
 
 
+@needs_node
 def test_parse_accepts_the_usual_spellings():
-    if shutil.which("node") is None:
-        pytest.skip("Node.js is not installed")
     texts = ["[1, 2]", "1 2", "(1,2)", "1;2", "64", "1e-3", "one", "8/3", "−8", "1,000"]
     harness = (
         "global.window = {}; global.document = { addEventListener() {} };"
