@@ -52,6 +52,7 @@ from lib.grading import (
     tolerance,
 )
 from lib.safe_call import GradingTimeout, describe_error
+from lib.value_grading import precision_note, truncation_feedback
 
 # The exercise author's API: check, and what lib.grading and lib.exercises.base define for it.
 __all__ = ["check", "grade", "exercises", "CheckResult", "CORRECT", "INCORRECT", "NOT_ATTEMPTED"]
@@ -214,8 +215,9 @@ def static_page_data() -> list[dict]:
                 "whole": rule.whole,
                 "whole_atol": WHOLE_ATOL,
                 "decimals": rule.decimals,
-                "near_atol": rule.near_atol,
                 "rule": rule.rule,
+                "truncated_rule": "" if rule.decimals is None else truncation_feedback(rule.decimals),
+                "coarse_note": "" if rule.decimals is None else precision_note(rule.decimals),
                 "placeholder": placeholder(exercise),
                 "hints": list(exercise.hints),
                 "explanation": exercise.explanation,
