@@ -140,16 +140,24 @@ def judge_value(exercise: Any, numbers: np.ndarray) -> Verdict:
         if close(known.value):
             return Verdict(False, known.feedback, known.feedback)
     given = np.vectorize(given_decimals, otypes=[int])(numbers) if numbers.size else np.zeros(0, int)
+
+    def coarser(target: np.ndarray) -> bool:
+        """Whether an entry given with fewer decimals than asked is needed to read the answer as ``target``."""
+        asked = np.abs(numbers - target) <= rule.atol
+        return rule.decimals is not None and bool(((given < rule.decimals) & ~asked).any())
+
     right_rounded, right_cut = _read_as_given(numbers, expected, rule, given)
-    coarser = rule.decimals is not None and bool((given < rule.decimals).any())
-    if right_rounded and coarser:
+    if rule.decimals is not None and np.all(np.abs(numbers - _truncated(expected, rule.decimals)) <= 1e-9):
+        return Verdict(False, truncation_feedback(rule.decimals), truncation_feedback(rule.decimals))  # 8.95 for 8.955
+    if right_rounded and coarser(expected):
         return Verdict(False, rule.rule, rule.rule)
     for known in exercise.wrong_answers:
-        if any(_read_as_given(numbers, np.asarray(known.value, dtype=np.float64), rule, given)):
-            note = f" {precision_note(rule.decimals)}" if coarser else ""
+        value = np.asarray(known.value, dtype=np.float64)
+        if any(_read_as_given(numbers, value, rule, given)):
+            note = f" {precision_note(rule.decimals)}" if coarser(value) else ""
             return Verdict(False, known.feedback + note, known.feedback)
     if right_cut:
-        feedback = truncation_feedback(rule.decimals) if not coarser else rule.rule
+        feedback = rule.rule if coarser(expected) else truncation_feedback(rule.decimals)
         return Verdict(False, feedback, feedback)
     if rule.whole and not np.all(np.abs(numbers - np.round(numbers)) <= WHOLE_ATOL):
         return Verdict(False, rule.rule, rule.rule)

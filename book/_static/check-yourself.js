@@ -91,11 +91,23 @@
     if (known) return wrong(known.feedback);
     const given = numbers.map(givenDecimals);
     const [rightRounded, rightCut] = readAsGiven(exercise, numbers, given, exercise.expected);
-    const coarser = exercise.decimals !== null && given.some((d) => d < exercise.decimals);
-    if (rightRounded && coarser) return wrong(exercise.rule);
+    // Whether an entry given with fewer decimals than asked is needed to read the answer as target.
+    const coarser = (target) => {
+      const flat = flatten(target);
+      return exercise.decimals !== null &&
+        numbers.some((x, i) => given[i] < exercise.decimals && Math.abs(x - flat[i]) > exercise.atol);
+    };
+    if (exercise.decimals !== null) {  // the right answer cut off at the precision asked for: 8.95 for 8.955
+      const scale = Math.pow(10, exercise.decimals);
+      const flat = flatten(exercise.expected);
+      if (numbers.every((x, i) => Math.abs(x - Math.trunc(flat[i] * scale * (1 + 1e-12)) / scale) <= 1e-9)) {
+        return wrong(exercise.truncated_rule);
+      }
+    }
+    if (rightRounded && coarser(exercise.expected)) return wrong(exercise.rule);
     const named = exercise.wrong_answers.find((w) => readAsGiven(exercise, numbers, given, w.value).some((x) => x));
-    if (named) return wrong(coarser ? `${named.feedback} ${exercise.coarse_note}` : named.feedback);
-    if (rightCut) return wrong(coarser ? exercise.rule : exercise.truncated_rule);
+    if (named) return wrong(coarser(named.value) ? `${named.feedback} ${exercise.coarse_note}` : named.feedback);
+    if (rightCut) return wrong(coarser(exercise.expected) ? exercise.rule : exercise.truncated_rule);
     if (exercise.whole && !numbers.every((x) => Math.abs(x - Math.round(x)) <= exercise.whole_atol)) {
       return wrong(exercise.rule);
     }

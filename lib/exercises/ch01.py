@@ -172,6 +172,11 @@ CHAPTER_1 = (
                 "(or you read the best match and ignored the mask).",
             ),
             WrongAnswer(
+                [(2.0 + 6.0) / 2, (0.0 + 2.0) / 2],
+                "That is the plain average of the two allowed values: the mask is right, but the scores still "
+                "weigh what is read. Take the softmax of the allowed scores [1, 0]: key 1 gets more weight.",
+            ),
+            WrongAnswer(
                 [6.0, 2.0],
                 "That is the value of the best allowed key. Attention does not pick a winner: after the mask, "
                 "keys 1 and 3 still share the weight.",

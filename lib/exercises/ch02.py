@@ -99,6 +99,16 @@ CHAPTER_2 = (
                 8.0,
                 "The mask polarity is flipped: you read only the forbidden key. True/allowed means 'may read'.",
             ),
+            WrongAnswer(
+                _VALUES[0],
+                "That is the value of the best allowed key. Attention does not pick a winner: the two allowed "
+                "keys share the weight, softmax([2, 1]).",
+            ),
+            WrongAnswer(
+                (_VALUES[0] + _VALUES[1]) / 2,
+                "That is the plain average of the allowed values: the mask is right, but the scores still weigh "
+                "what is read. Take softmax([2, 1]) and mix the values with it.",
+            ),
         ),
         decimals=2,
     ),
@@ -265,6 +275,12 @@ def _top_left(lengths, n_queries, n_keys):
     return padding_mask(lengths, n_keys) & tril
 
 
+def _strictly_past(lengths, n_queries, n_keys):
+    """Causal with j < M - N + i: a query that may not read its own position."""
+    strict = torch.ones(n_queries, n_keys, dtype=torch.bool).tril(n_keys - n_queries - 1)  # (N, M)
+    return padding_mask(lengths, n_keys) & strict
+
+
 def _padding_on_queries(lengths, n_queries, n_keys):
     rows = torch.arange(n_queries)[None, :] < torch.as_tensor(lengths)[:, None]  # (B, N)
     return rows[:, None, :, None] & causal_mask(n_queries, n_keys)  # (B, 1, N, M)
@@ -380,6 +396,11 @@ CHAPTER_2_FUNCTIONS = (
                 _padding_on_queries,
                 "You applied the padding along the query axis: padding removes keys, so the lengths "
                 "compare with the last (key) axis.",
+            ),
+            WrongAnswer(
+                _strictly_past,
+                "Each query lost its own key: a causal query reads the past and itself, keys j ≤ M - N + i. "
+                "With a strict < the first query of a sequence reads nothing at all.",
             ),
             WrongAnswer(
                 _top_left,

@@ -110,6 +110,11 @@ CHAPTER_3 = (
                 "known until it has been selected.",
             ),
             WrongAnswer([9, 1], "Swapped: training is the parallel one, generation the sequential one."),
+            WrongAnswer(
+                [1, 10],
+                "One pass too many: the pass over the prompt already predicts the first new token, and each "
+                "pass gives one more. 9 new tokens take 9 passes.",
+            ),
         ),
         whole=True,
     ),
@@ -215,6 +220,16 @@ CHAPTER_3 = (
             WrongAnswer(
                 _INVERSE,
                 "That is the inverse permutation. Row 0 holds x2's output, y2: the outputs follow the inputs.",
+            ),
+            WrongAnswer(
+                [i + 1 for i in _ORDER],
+                "The order is right, but counted from 1: the outputs are y0..y3, so answer with indices from 0, "
+                "as the example [0, 1, 2, 3] does.",
+            ),
+            WrongAnswer(
+                [i + 1 for i in _INVERSE],
+                "That is the inverse permutation, and counted from 1. Row 0 holds x2's output, y2: the outputs "
+                "follow the inputs, indexed from 0.",
             ),
         ),
         whole=True,

@@ -45,6 +45,14 @@ _X = [1.0, 3.0, 4.0, 8.0]
 _X_NORMED = layer_norm(torch.tensor(_X)).tolist()  # what LayerNorm (weight 1, bias 0) gives
 _X_TWICE = layer_norm(layer_norm(torch.tensor(_X))).tolist()  # post-norm: Norm2(Norm1(x + 0) + 0)
 
+
+def _unbiased_norm(x: torch.Tensor) -> torch.Tensor:
+    """LayerNorm with the mistake: the variance divided by d - 1 (torch.std's default)."""
+    return (x - x.mean()) / x.std()
+
+
+_X_TWICE_UNBIASED = _unbiased_norm(_unbiased_norm(torch.tensor(_X))).tolist()
+
 # --- Residual gradient: two scalar blocks y = x + a·x ------------------------------------
 _A1, _A2 = 0.5, -0.8
 
@@ -153,6 +161,15 @@ CHAPTER_4 = (
                 "You left out the output projection W_O (d × d), which maps the heads back to the stream.",
             ),
             WrongAnswer(_BLOCK.attention + 2 * _BD * _BF, "SwiGLU has three matrices (gate, up, down), not two."),
+            WrongAnswer(
+                _BLOCK.attention + 3 * _BD * math.floor(8 * _BD / 3),
+                f"You cut f = 8d/3 = 853.3 down to 853: the question rounds it up to a multiple of 8, {_BF}.",
+            ),
+            WrongAnswer(
+                _BLOCK.attention + 3 * _BD * math.ceil(8 * _BD / 3),
+                f"You rounded f = 8d/3 = 853.3 up to a whole 854: the question rounds it up to a multiple of 8, "
+                f"{_BF} (widths that divide into 8s suit the hardware).",
+            ),
         ),
         whole=True,
     ),
@@ -219,6 +236,11 @@ CHAPTER_4 = (
         wrong_answers=(
             WrongAnswer(_X, "That is pre-norm's answer. Post-norm normalizes the sum X + branch, the stream itself."),
             WrongAnswer([0.0] * 4, "The residual adds the input back before the norm: X + 0 = X, then Norm(X)."),
+            WrongAnswer(
+                _X_TWICE_UNBIASED,
+                "You used the unbiased variance (divide by d - 1 = 3, torch.std's default). LayerNorm divides "
+                "by d = 4.",
+            ),
         ),
         decimals=2,
     ),
@@ -241,6 +263,11 @@ CHAPTER_4 = (
             WrongAnswer([8, 8], _NOT_MIXING + " And with a causal mask, earlier positions cannot read later ones."),
             WrongAnswer([1, 1], "The FFN does not mix, but attention does: later positions read position 5."),
             WrongAnswer([1, 8], "Without a mask all 8 would change; the causal mask hides position 5 from 0 to 4."),
+            WrongAnswer(
+                [1, 2],
+                "Positions 6 and 7 read position 5, but position 5's own output changes too: it reads itself "
+                "(and its FFN input changed). Keys j ≤ i include i.",
+            ),
             WrongAnswer(
                 [1, 6],
                 "Flipped direction: a causal query reads the past, so positions 5..7 read position 5, not 0..5.",

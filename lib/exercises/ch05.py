@@ -357,6 +357,23 @@ def _unshifted(m, l, block):
     return torch.stack((torch.maximum(m, block.amax(dim=-1)), l + torch.exp(block).sum(dim=-1)))
 
 
+def _tile_alone(m, l, block):
+    """The lesson's misconception: each tile normalised on its own, the running state dropped."""
+    m_tile = block.amax(dim=-1)
+    return torch.stack((m_tile, torch.exp(block - m_tile[..., None]).sum(dim=-1)))
+
+
+def _tile_normalised(m, l, block):
+    """The same misconception the other way round: each tile's softmax sums to 1, so l gains 1 per tile."""
+    m_new = torch.maximum(m, block.amax(dim=-1))
+    return torch.stack((m_new, l * torch.exp(m - m_new) + 1))
+
+
+_EACH_TILE = (
+    "You normalised each tile on its own, as if it were the whole row. The tiles of a row share one softmax: "
+    "carry the running max and sum, rescale the old l by exp(m_old − m_new), and add the tile's exp(block − m_new)."
+)
+
 CHAPTER_5_FUNCTIONS = (
     FunctionExercise(
         id="5.online-softmax-update",
@@ -417,6 +434,8 @@ CHAPTER_5_FUNCTIONS = (
             WrongAnswer(
                 _inverted_rescale, "The rescale factor is exp(m_old − m_new), at most 1; yours is its inverse."
             ),
+            WrongAnswer(_tile_alone, _EACH_TILE),
+            WrongAnswer(_tile_normalised, _EACH_TILE),
             WrongAnswer(
                 _unshifted,
                 "You summed exp(block) without subtracting the max: l is the sum of exp(x − m), and without the "

@@ -151,6 +151,11 @@ EXERCISES = (
                 [ord("p"), ord("u")],
                 "(p, u) occurs 15 times, but (u, n) occurs in both pun and bun: 17 times.",
             ),
+            WrongAnswer(
+                next_merge(CHUNK_COUNTS)[::-1],
+                "That is the right pair, reversed: a pair is read in the order its characters occur, the "
+                "first one first (u before n in pun).",
+            ),
         ),
         whole=True,
     ),
@@ -217,6 +222,16 @@ EXERCISES = (
                 "in training). Viterbi takes the best one: a max, not a sum.",
             ),
             WrongAnswer(-12.0, "That is one piece per character. Longer pieces can score better."),
+            WrongAnswer(
+                -_BEST,
+                "Mind the sign: the scores are log-probabilities, all negative, and so is their sum. A "
+                "log-probability is never above 0.",
+            ),
+            WrongAnswer(
+                math.exp(_BEST),
+                "That is the probability of the best segmentation, e^(−8). The question asks for its "
+                "log-probability, the sum of the pieces' scores.",
+            ),
         ),
         decimals=1,
     ),

@@ -67,6 +67,10 @@ CHAPTER_8 = (
             WrongAnswer(_LENGTH * _D, "That is the weight matrix alone: add the 512 biases."),
             WrongAnswer(_PATCHES * _PARAMS, _SHARED),
             WrongAnswer(_P * _P * _D + _D, "Each flattened patch has 3·32·32 inputs: you left out the channels."),
+            WrongAnswer(
+                _PARAMS / 1e6,
+                "That is the count in millions. The question asks for the count itself: write every digit.",
+            ),
         ),
         whole=True,
     ),

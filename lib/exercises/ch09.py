@@ -111,6 +111,11 @@ EXERCISES = (
             WrongAnswer(math.log2(_VOCAB), "That is log base 2 (bits). torch's cross-entropy uses the natural log."),
             WrongAnswer(1 / _VOCAB, "That is the probability of the target, not its negative log."),
             WrongAnswer(math.log10(_VOCAB), "That is log base 10; the loss is in nats (natural log)."),
+            WrongAnswer(
+                -math.log(_VOCAB),
+                "That is the log-probability of the target, ln(1/2048). The loss is its negative, -ln p, "
+                "so it is positive.",
+            ),
         ),
         decimals=3,
     ),
