@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from lib import answer_records, grading
+from lib import answer_records, grading, variants
 from lib.exercises import every_exercise, find
 from lib.exercises.base import Case, Exercise, FunctionExercise, ValueExercise, WrongAnswer
 from lib.grading import (
@@ -90,6 +90,9 @@ def _check(exercise_id: Any, answer: Any) -> CheckResult:
     exercise = find(exercise_id)
     if exercise is None:
         return CheckResult(exercise_id, INCORRECT, _unknown_id_message(exercise_id, list(exercises())))
+    name = variants.active_variant() if getattr(exercise, "params", ()) else None
+    if name is not None:  # a student copy: their own numbers (lib.variants)
+        exercise = variants.exercise_in(exercise, variants.draw(exercise, name))
     try:
         return grade(exercise, answer)
     except (Exception, SystemExit, GeneratorExit, GradingTimeout) as error:  # the learner's objects may raise anything
