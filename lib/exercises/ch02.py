@@ -33,7 +33,6 @@ _UNMASKED = sum(w * v for w, v in zip(_ALL, _VALUES, strict=True))  # ≈ 5.0697
 _SCORE_ZERO = sum(w * v for w, v in zip(_softmax([2.0, 1.0, 0.0]), _VALUES, strict=True))  # ≈ 2.1197
 
 
-
 def _score_shape(b: int, n: int, m: int) -> ValueExercise:
     """2.score-shape with batch b, n target tokens and m source tokens (d = 96, h = 12)."""
     return ValueExercise(
