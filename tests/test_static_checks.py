@@ -76,6 +76,17 @@ SPELLINGS = [
     ("9.uniform-loss", "7.63", 7.63),
     ("6.blocks-needed", "126.5", 126.5),
     ("6.weights-gb", "26", 26),
+    # A mistake or the right answer read at the precision typed (issue 30): rounded coarser, cut off.
+    ("5.accumulator", "4, -0.73", [4, -0.73]),
+    ("5.accumulator", "4, -0.7", [4, -0.7]),
+    ("5.accumulator", "2.1, -0.1", [2.1, -0.1]),
+    ("5.accumulator", "2, 0", [2, 0]),
+    ("6.bandwidth-floor", "8.95", 8.95),
+    ("6.bandwidth-floor", "9", 9),
+    ("9.uniform-loss", "7.6", 7.6),
+    ("9.uniform-loss", "-7.62", -7.62),
+    ("8.projection-params", "1.57", 1.57),
+    ("7.viterbi", "0.0003", 0.0003),
 ]
 
 
