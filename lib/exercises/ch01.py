@@ -88,7 +88,7 @@ def _new_values(a: int, b: int) -> ValueExercise:
         hints=("Which of q, k and v enter the scores? The values enter only the final weighted sum.",),
         wrong_answers=(
             WrongAnswer(_OUTPUT, "That is the worked example's output: the values decide what the query receives."),
-            WrongAnswer([float(a), 0.0], "That is the best-matching key's value. " + _NOT_BEST_MATCH),
+            WrongAnswer([float(a), 0.0], _NOT_BEST_MATCH),
             WrongAnswer([a / 2, b / 2], "That is the plain average of the values; the weights are not equal here."),
             WrongAnswer([_W1, _W2], "Those are the weights. The question asks for the output, Σ wᵢ vᵢ."),
             WrongAnswer(
