@@ -259,3 +259,35 @@ def test_a_linked_or_fifo_hand_in_is_refused_at_once(tmp_path):
     report = grade_notebook(fifo, time_limit=5)
     assert report.problems[0].startswith("could not read the notebook (OSError")
     assert report.n_correct == 0
+
+
+_MEASURED = """
+import resource, sys
+from pathlib import Path
+from lib.batch_grading import grade_notebook
+from lib.grade_reports import write_feedback
+report = grade_notebook(Path(sys.argv[1]), time_limit=120, threads=1)
+write_feedback(report, Path(sys.argv[2]))
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, report.exercises["1.equal-scores"])
+print(*report.problems, sep="\\n")
+"""
+
+
+def test_a_50_mb_output_is_cut_inside_the_sandbox_and_the_grader_stays_small(tmp_path):
+    """The grader's own process (not the sandbox's) peaks under 300 MB, the output limit is
+    named where it cut, and the executed notebook in the feedback folder is small."""
+    path = write_notebook(tmp_path / "ada" / "ch.ipynb", "print('x' * 50_000_000)", SOLVED[0], "print('after')")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", _MEASURED, str(path), str(tmp_path / "feedback")],
+        capture_output=True, text=True, timeout=600, env=env, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    peak_mb, status = done.stdout.splitlines()[0].split()
+    assert int(peak_mb) < 300 and status == "correct", done.stdout
+    assert "outputs past the 10 MB output limit not kept (cell 3)" in done.stdout.splitlines()[1:]
+    executed = tmp_path / "feedback" / "ada" / "ch.ipynb"
+    assert executed.stat().st_size < 1024**2
+    cells = nbformat.read(executed, as_version=4).cells
+    assert "passed the grader's 10 MB output limit" in cells[2].outputs[0]["text"]
+    assert cells[4].outputs[0]["text"] == "after\n"  # a small output after the cut is kept
