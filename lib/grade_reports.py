@@ -188,12 +188,12 @@ _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~!#])")
 
 
 def escape_markdown(text: str) -> str:
-    """Text a notebook chose (a name, an error message) as Markdown shows it, on one line:
+    r"""Text a notebook chose (a name, an error message) as Markdown shows it, on one line:
     HTML escaped, Markdown's marks backslash-escaped, so nothing in it renders as a tag, a
     link, an image or a heading.
 
-    >>> escape_markdown("<img src=x onerror=alert(1)> *bold* [a](b)")
-    '&lt;img src=x onerror=alert(1)&gt; \\*bold\\* \\[a\\](b)'
+    >>> print(escape_markdown("<img src=x onerror=alert(1)> *bold* [a](b)"))
+    &lt;img src=x onerror=alert(1)&gt; \*bold\* \[a\](b)
     """
     return _MARKDOWN_SPECIAL.sub(r"\\\1", html.escape(" ".join(str(text).split()), quote=False))
 

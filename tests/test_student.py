@@ -5,7 +5,6 @@ import json
 from pathlib import Path
 
 import nbformat
-import pytest
 from _notebooks import write_notebook
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
@@ -161,23 +160,3 @@ def test_grade_makes_the_folders_of_its_reports_before_grading(tmp_path, monkeyp
     rows = json.loads((out / "g.json").read_text())
     assert rows[0]["problems"] == ["not graded: the hand-in is a symbolic link, not a notebook of its own"]
     assert (out / "g.csv").exists()
-
-
-def test_grade_refuses_bad_gradebook_arguments_before_grading(tmp_path, capsys):
-    """Each refusal names its argument, and comes before any notebook runs."""
-    path = write_notebook(tmp_path / "ada" / "01_x.ipynb", "x = 1")
-    (tmp_path / "not_a_book.json").write_text("[]")
-    for args, told in (
-        (["--shard", "1/2", "--gradebook", str(tmp_path / "g.json")], "--shard needs --seed"),
-        (["--shard", "3/2", "--seed", "1"], "--shard K/N needs 1 <= K <= N"),
-        (["--update", str(tmp_path / "not_a_book.json")], "is not a gradebook"),
-        (["--roster", str(tmp_path / "missing.txt")], "is not a file"),
-        (["--overrides", str(tmp_path / "not_a_book.json")], "the header must name student, exercise"),
-    ):
-        assert student.main(["grade", str(path), *args]) == 2
-        assert told in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        student.main(["grade", str(path), "--chapters", "1,99"])
-    assert "--chapters takes chapter numbers" in capsys.readouterr().err
-    assert student.main(["merge", str(tmp_path / "not_a_book.json")]) == 2
-    assert "not merged" in capsys.readouterr().err
