@@ -70,7 +70,7 @@ def add_grade_arguments(grade: argparse.ArgumentParser) -> None:
         "--update",
         type=Path,
         metavar="GRADEBOOK",
-        help="regrade these hand-ins into this gradebook (JSON), keeping its other rows and its seed",
+        help="regrade these hand-ins into this gradebook (JSON): its other rows, seed, roster and chapters kept",
     )
     grade.add_argument("--shard", metavar="K/N", help="grade the K-th of N shares of the students (needs --seed)")
     _add_outputs(grade)
@@ -246,8 +246,11 @@ def run_grade(args: argparse.Namespace) -> int:
     if args.json:
         args.json.write_text(json.dumps([report.as_dict() for report in reports], indent=1, ensure_ascii=False) + "\n")
         print(f"\nwrote {args.json}")
-    if old is not None:
+    if old is not None:  # the gradebook's roster, chapters and rule, unless given again
         state = update_state(old, reports, overrides)
+        state["roster"] = roster if roster is not None else state["roster"]
+        state["chapters"] = args.chapters or state["chapters"]
+        state["partial"] = args.partial or state["partial"]
     else:
         state = make_state(reports, seed=seed if seed is not None else 0, partial=args.partial, roster=roster,
                            chapters=args.chapters, shard=args.shard, overrides=overrides or ())  # fmt: skip

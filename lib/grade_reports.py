@@ -36,13 +36,6 @@ def _fit(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"
 
 
-def _ordered_ids(reports: Sequence[GradeReport]) -> list[str]:
-    """Every exercise in the reports, in the book's order."""
-    order = {exercise_id: n for n, exercise_id in enumerate(exercises())}
-    ids = dict.fromkeys(i for report in reports for i in report.exercises)
-    return sorted(ids, key=lambda i: order.get(i, len(order)))
-
-
 def _sorted(reports: Sequence[GradeReport]) -> list[GradeReport]:
     return sorted(reports, key=lambda r: (r.student, Path(r.notebook).name))
 
