@@ -86,6 +86,8 @@ class GradeReport:
     details: dict[str, dict] = field(default_factory=dict)
     # id -> (cell number, source) of the exercise's cell: the learner's answer
     answers: dict[str, tuple[int, str]] = field(default_factory=dict, repr=False)
+    # id -> (hidden cases passed, cases) of each function exercise graded: partial credit
+    cases: dict[str, tuple[int, int]] = field(default_factory=dict)
     executed: nbformat.NotebookNode | None = field(default=None, repr=False, compare=False)  # with this run's outputs
 
     @property
