@@ -15,11 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
 from lib.batch_grading import GradeReport, SandboxUnavailable, chapter_of, grade_notebooks
-from lib.grade_reports import class_summary, format_table, summary_markdown, write_feedback
+from lib.grade_reports import TABLE_WIDTH, class_summary, format_table, summary_markdown, write_feedback
 from lib.gradebook import GradebookError, reports_of
 from lib.grading_process import DEFAULT_TIME_LIMIT_S, available_cores
 
@@ -144,8 +145,8 @@ def _write_outputs(state: dict, args: argparse.Namespace, reports: Sequence[Grad
     apply_overrides(rows, state["overrides"])
     print()
     print(class_summary(rows))
-    for note in notes:
-        print(f"note: {note}")
+    for note in notes:  # within the table's width, as the rest of the report
+        print(textwrap.fill(f"note: {note}", TABLE_WIDTH, subsequent_indent="    ", break_on_hyphens=False))
     target = getattr(args, "update", None) or args.gradebook
     if target:
         write_state(state, target)
@@ -153,7 +154,7 @@ def _write_outputs(state: dict, args: argparse.Namespace, reports: Sequence[Grad
     if args.csv:
         write_gradebook(rows, args.csv)
         summary = args.csv.with_suffix(".summary.md")
-        summary.write_text(summary_markdown(rows, notes), encoding="utf-8")
+        summary.write_text(summary_markdown(rows, notes, state["seed"]), encoding="utf-8")
         print(f"wrote {args.csv} and {summary}")
     if args.canvas:
         write_canvas(rows, args.canvas)

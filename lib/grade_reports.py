@@ -157,9 +157,12 @@ def class_summary(rows: Sequence[Row], width: int = TABLE_WIDTH) -> str:
     return "\n".join(lines)
 
 
-def summary_markdown(rows: Sequence[Row], notes: Sequence[str] = ()) -> str:
-    """The class summary as Markdown, for the file written next to the gradebook CSV."""
+def summary_markdown(rows: Sequence[Row], notes: Sequence[str] = (), seed: int | None = None) -> str:
+    """The class summary as Markdown, for the file written next to the gradebook CSV (with the
+    batch's ``seed``, which drew the hidden inputs, when given)."""
     lines = [f"# Class summary: {_heading(rows)}", ""]
+    if seed is not None:
+        lines += [f"Hidden inputs drawn from seed {seed} (`--seed {seed}` grades alike).", ""]
     lines += ["| exercise | points given | correct | wrong | blank | not handed in | most common named mistake |"]
     lines += ["|---|---:|---:|---:|---:|---:|---|"]
     for c in _summary_counts(rows):

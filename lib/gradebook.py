@@ -127,8 +127,7 @@ def build_rows(
         for report in theirs:
             name, chapter = Path(report.notebook).name, chapter_of(report.notebook)
             if chapter is None:
-                notes.append(f"{student}: {name} is no chapter's notebook (its name starts with no chapter number): "
-                             "not counted")  # fmt: skip
+                notes.append(f"{student}: {name} is no chapter's notebook (no chapter number): not counted")
             elif chapter not in chapters:
                 notes.append(f"{student}: {name} is chapter {chapter}'s, not a chapter graded here: not counted")
         for chapter in chapters:

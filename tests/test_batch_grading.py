@@ -107,7 +107,7 @@ def test_a_class_with_crashes_loops_forgeries_and_a_parent_killer_is_graded_in_f
     assert next(line for line in summary if line.startswith("1.longer-query ")).split()[1:6] == [
         "1/6", "17%", "0", "0", "5"
     ]  # fmt: skip
-    assert "note: e_wrong: ch.ipynb is no chapter's notebook (its name starts with no chapter number)" in printed
+    assert "note: e_wrong: ch.ipynb is no chapter's notebook (no chapter number): not counted" in printed
     # the gradebook: a row per student and chapter, points and a status per exercise, the totals with their maxima
     with open(gradebook, newline="", encoding="utf-8") as file:
         rows = list(csv.DictReader(file))

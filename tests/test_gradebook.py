@@ -104,6 +104,7 @@ def test_a_roster_gives_every_student_and_chapter_a_row_with_zeros_for_what_is_m
     summary = (batch["out"] / "full.summary.md").read_text(encoding="utf-8")
     assert "on the roster, no hand-in found: zoe" in summary and "handed in, not on the roster: ghost" in summary
     assert "note: on the roster, no hand-in found: zoe" in batch["stdout"]
+    assert "Hidden inputs drawn from seed 5" in summary
 
 
 def test_a_renamed_copy_and_an_off_chapter_check_are_named_not_counted(batch):
