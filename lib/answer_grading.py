@@ -31,6 +31,7 @@ from lib.exercises.base import Case, FunctionExercise
 from lib.grading import (
     INCORRECT,
     CheckResult,
+    compare_case,
     grade,
     judge_function,
     library_handed_in,
@@ -38,7 +39,7 @@ from lib.grading import (
 )
 from lib.hidden_runs import FunctionRun, run_functions
 
-__all__ = ["CHECK_CALL", "own_cells", "counted_answers", "drawn_cases", "grade_answers"]
+__all__ = ["CHECK_CALL", "own_cells", "counted_answers", "drawn_cases", "grade_answers", "cases_passed"]
 
 CHECK_CALL = re.compile(r"""\bcheck\(\s*["']([^"']+)["']""")
 NOISE = 0.25  # a drawn case scales each finite, non-zero float of a declared one by up to ±25%
@@ -144,11 +145,26 @@ def _forbidden_names(exercise: FunctionExercise) -> list[tuple[str, str]]:
     return names
 
 
+def cases_passed(exercise: FunctionExercise, cases: Sequence[Case], outcomes: Sequence) -> int:
+    """How many of ``cases`` the learner's function passed (``outcomes`` as for
+    ``lib.grading.judge_function``; a case with no outcome, after one that stopped the run, fails)."""
+    passed = 0
+    for case, (problem, got, typed) in zip(cases, outcomes, strict=False):
+        passed += not problem and not compare_case(exercise, exercise.reference(*case.args()), got, typed)[0]
+    return passed
+
+
 def grade_answers(
-    exercises: dict, answers: dict[str, dict], seed: int, run: Callable = run_functions, **run_options
+    exercises: dict,
+    answers: dict[str, dict],
+    seed: int,
+    run: Callable = run_functions,
+    passed: dict[str, tuple[int, int]] | None = None,
+    **run_options,
 ) -> dict[str, CheckResult]:
     """Grade each counted answer (``answers``: id -> record) against ``exercises`` (the book's,
-    by id). Functions go to ``run`` (``lib.hidden_runs.run_functions``) all at once."""
+    by id). Functions go to ``run`` (``lib.hidden_runs.run_functions``) all at once; ``passed``,
+    when given, receives each function's (hidden cases passed, cases), for partial credit."""
     results: dict[str, CheckResult] = {}
     functions: list[tuple[FunctionExercise, tuple[Case, ...]]] = []
     runs: list[FunctionRun] = []
@@ -177,6 +193,11 @@ def grade_answers(
             results[exercise_id] = not_a_function(exercise, entry.get("type", kind))
     if runs:
         for (exercise, cases), found in zip(functions, run(runs, **run_options), strict=True):
+            if passed is not None:  # a library handed in, or a run that failed, passes none
+                passed[exercise.id] = (
+                    0 if isinstance(found, tuple) else cases_passed(exercise, cases, found),
+                    len(cases),
+                )
             if isinstance(found, tuple) and found[0] == "handed in":
                 results[exercise.id] = library_handed_in(exercise, found[1])
             elif isinstance(found, tuple):

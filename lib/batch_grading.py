@@ -25,7 +25,6 @@ cells are numbered from 1, counting markdown cells, as they appear in the notebo
 from __future__ import annotations
 
 import copy
-import json
 import re
 import secrets
 import time
@@ -40,6 +39,7 @@ from lib import answer_grading, sandbox
 from lib.answer_records import read_plain
 from lib.grading_process import (
     DEFAULT_TIME_LIMIT_S,
+    OUTPUT_LIMIT,
     allow_grading,
     available_cores,
     kernel_threads,
@@ -48,9 +48,10 @@ from lib.grading_process import (
 )
 
 __all__ = ["GradeReport", "grade_notebook", "grade_notebooks", "exercises", "NOT_RUN", "SandboxUnavailable"]
+__all__ += ["chapter_of", "OUTPUT_LIMIT"]
 
 NOT_RUN = "not run"
-OUTPUT_LIMIT = 10 * 1024**2  # bytes of a notebook's outputs kept for its feedback; past them, a problem line
+# OUTPUT_LIMIT (lib.grading_process): bytes of a notebook's outputs kept, cut inside the sandbox
 NOTEBOOK_LIMIT = 100 * 1024**2  # a hand-in larger than this is not read
 _SYNTAX_ERRORS = ("SyntaxError", "IndentationError", "TabError")
 
@@ -85,6 +86,8 @@ class GradeReport:
     details: dict[str, dict] = field(default_factory=dict)
     # id -> (cell number, source) of the exercise's cell: the learner's answer
     answers: dict[str, tuple[int, str]] = field(default_factory=dict, repr=False)
+    # id -> (hidden cases passed, cases) of each function exercise graded: partial credit
+    cases: dict[str, tuple[int, int]] = field(default_factory=dict)
     executed: nbformat.NotebookNode | None = field(default=None, repr=False, compare=False)  # with this run's outputs
 
     @property
@@ -97,7 +100,23 @@ class GradeReport:
             **{name: getattr(self, name) for name in fields},
             "correct": self.n_correct,
             "total": len(self.exercises),
+            "cases": {i: list(c) for i, c in self.cases.items()},
+            "answers": {i: list(a) for i, a in self.answers.items()},
         }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> GradeReport:
+        """The report ``as_dict`` wrote (without the executed notebook, which is not in it)."""
+        report = cls(str(data["notebook"]), str(data["student"]), dict(data["exercises"]), list(data["problems"]))
+        report.seconds, report.seed, report.details = data.get("seconds", 0.0), data.get("seed", 0), data["details"]
+        report.cases = {i: (int(c[0]), int(c[1])) for i, c in data.get("cases", {}).items()}
+        report.answers = {i: (int(a[0]), str(a[1])) for i, a in data.get("answers", {}).items()}
+        return report
+
+
+def chapter_of(notebook_path: str | Path) -> str | None:
+    """The chapter a notebook's name starts with ("01_....ipynb": "1"), None for another name."""
+    return _chapter(Path(notebook_path))
 
 
 def _chapter(notebook_path: Path) -> str | None:
@@ -168,24 +187,25 @@ def _kinds() -> dict[str, str]:
 
 
 def _apply_events(notebook: nbformat.NotebookNode, events: list[dict]) -> tuple[dict[str, int], list[str]]:
-    """Put each cell's outputs from this run back in the notebook (the first ``OUTPUT_LIMIT``
-    bytes of them); returns the cell index of each request and the problems it met."""
+    """Put each cell's outputs from this run back in the notebook (a cell whose outputs passed
+    ``OUTPUT_LIMIT`` holds a line that says so); returns the cell index of each request and the problems it met."""
     cell_of_request: dict[str, int] = {}
-    stops, kept, dropped = [], 0, None
+    stops, cut = [], []
     for event in events:
         index = event.get("ran")
         if isinstance(index, int) and 0 <= index < len(notebook.cells):
             cell = notebook.cells[index]
             outputs = event.get("outputs") if isinstance(event.get("outputs"), list) else []
-            size = len(json.dumps(outputs))
-            if kept + size > OUTPUT_LIMIT:
-                dropped = index if dropped is None else dropped
-                outputs = []
-            kept += size
             try:
                 cell.outputs = [nbformat.from_dict(output) for output in outputs]
             except Exception:  # outputs the sandbox wrote by hand: not kept
                 cell.outputs = []
+            if event.get("cut"):  # past OUTPUT_LIMIT: cut inside the sandbox, and said where
+                cut.append(index + 1)
+                text = (
+                    f"[output not kept: the notebook's outputs passed the grader's {_limit_text()} output limit here]\n"
+                )
+                cell.outputs = [nbformat.v4.new_output("stream", name="stderr", text=text)]
             cell.execution_count = (
                 event.get("execution_count") if isinstance(event.get("execution_count"), int) else None
             )
@@ -194,9 +214,13 @@ def _apply_events(notebook: nbformat.NotebookNode, events: list[dict]) -> tuple[
                 cell_of_request.setdefault(request, index)
         elif "problem" in event:
             stops.append(str(event["problem"])[:200])
-    if dropped is not None:
-        stops.append(f"outputs past {OUTPUT_LIMIT // 1024**2} MB not kept (from cell {dropped + 1} on)")
+    if cut:
+        stops.append(f"outputs past the {_limit_text()} output limit not kept ({_cells_text(cut)})")
     return cell_of_request, stops
+
+
+def _limit_text() -> str:
+    return f"{OUTPUT_LIMIT / 1024**2:g} MB"
 
 
 def grade_notebook(
@@ -263,7 +287,9 @@ def grade_notebook(
         [r for r in records if r["id"] in known], own, cell_of_request, chapter
     )
     report.problems += ignored
-    graded = answer_grading.grade_answers(known, counted, seed, sandboxed=sandboxed)
+    passed: dict[str, tuple[int, int]] = {}
+    graded = answer_grading.grade_answers(known, counted, seed, passed=passed, sandboxed=sandboxed)
+    report.cases = passed
     for exercise_id, result in graded.items():  # the grade also shows in the exercise's cell of the executed copy
         notebook.cells[own[exercise_id]].outputs.append(
             nbformat.v4.new_output("display_data", data=result.mime_bundle(), metadata={"graded": True})
@@ -278,6 +304,7 @@ def grade_notebook(
     for unknown in [i for i in report.exercises if i not in known]:
         del report.exercises[unknown]
         report.details.pop(unknown, None)
+        report.answers.pop(unknown, None)
         report.problems.append(f"check() names no exercise of the book: {unknown!r}")
     report.seconds = round(time.monotonic() - start, 1)
     return report

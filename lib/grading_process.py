@@ -33,10 +33,14 @@ import nbformat
 from lib import sandbox
 from lib.answer_records import KINDS_FILE, RECORD_ENV, read_plain, read_records
 
-__all__ = ["DEFAULT_TIME_LIMIT_S", "run_cells", "supervise", "stop_grading", "allow_grading"]
+__all__ = ["DEFAULT_TIME_LIMIT_S", "OUTPUT_LIMIT", "run_cells", "supervise", "stop_grading", "allow_grading"]
 __all__ += ["kernel_threads", "available_cores"]
 
 DEFAULT_TIME_LIMIT_S = 180.0  # per notebook: a chapter runs in well under a minute
+# Bytes of a notebook's outputs kept (all cells together, as JSON): a cell whose outputs would
+# pass them is written to the events without its outputs, marked "cut", inside the sandbox, so
+# that a 50 MB print never reaches the grader's memory, the feedback folder or the events file.
+OUTPUT_LIMIT = 10 * 1024**2
 # The grading process gets this long beyond the time limit (to start, then to stop, its
 # kernel on a busy machine) before its supervisor stops it.
 _SUPERVISOR_MARGIN_S = 60.0
@@ -112,6 +116,7 @@ def run_cells(notebook_path: str, events_path: str, workdir: str, time_limit: st
                 provisioner = getattr(client.km, "provisioner", None)
                 emit(kernel=getattr(provisioner, "pid", None), pgid=getattr(provisioner, "pgid", None))
                 start = time.monotonic()  # the limit is the cells' time: a slow kernel start costs the learner nothing
+                kept = 0  # bytes of outputs written so far (OUTPUT_LIMIT)
                 for index, cell in enumerate(notebook.cells):
                     if cell.cell_type != "code":
                         continue
@@ -131,12 +136,18 @@ def run_cells(notebook_path: str, events_path: str, workdir: str, time_limit: st
                         stop = f"kernel died in cell {number}"
                     if exited and stop is None:  # stop here, as Jupyter would: what ran after it depended on timing
                         stop = f"kernel stopped by exit() in cell {number}"
+                    outputs = cell.get("outputs", [])
+                    size = len(json.dumps(outputs))
+                    cut = kept + size > OUTPUT_LIMIT
+                    kept += 0 if cut else size
                     emit(
                         ran=index,
                         request=requests.get(index, ""),
                         execution_count=cell.get("execution_count"),
-                        outputs=cell.get("outputs", []),
+                        outputs=[] if cut else outputs,
+                        **({"cut": size} if cut else {}),
                     )
+                    cell.outputs = []  # written: this process need not hold a large output any longer
                     if stop:
                         emit(problem=stop)
                         break

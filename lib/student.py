@@ -18,15 +18,20 @@ SOLUTON``) stops that chapter's copy with an error that names the cell.
 Grading lives in ``lib.batch_grading`` (a notebook executed afresh in a sandbox, its recorded
 answers graded outside it), ``lib.grading_process`` and ``lib.sandbox`` (the supervised,
 sandboxed process each notebook runs in), ``lib.answer_grading`` and ``lib.hidden_runs`` (the
-grade, computed with the answer key) and ``lib.grade_reports`` (table, summary, gradebook,
-feedback files):
+grade, computed with the answer key), ``lib.grade_reports`` (table, summary, feedback
+files), ``lib.gradebook`` and ``lib.gradebook_csv`` (a row per student and chapter, in points; the CSV files) and
+``lib.grade_command`` (the grade and merge command lines):
 
     python -m lib.student copy chapters student            # write missing student copies
     python -m lib.student copy chapters student --variant ada        # with Ada's own numbers
     python -m lib.student copy chapters copies --roster class.csv    # copies/<name>/ for each student
     python -m lib.student grade submissions/*/*.ipynb      # run and grade; a table per student
     python -m lib.student grade ... --json grades.json     # the same, with what check() said
-    python -m lib.student grade ... --csv book.csv         # the gradebook: a row per notebook
+    python -m lib.student grade ... --roster class.txt --csv book.csv  # a row per student and chapter
+    python -m lib.student grade ... --gradebook gb.json    # the gradebook's state: --update, merge
+    python -m lib.student grade new/*/*.ipynb --update gb.json --overrides fixes.csv --csv book.csv
+    python -m lib.student grade ... --seed 7 --shard 2/4 --gradebook part2.json   # one machine's share
+    python -m lib.student merge part*.json --gradebook gb.json --csv book.csv --canvas canvas.csv
     python -m lib.student grade ... --feedback out/        # out/<student>/<notebook>.md to send back
     python -m lib.student grade ... --jobs 4 --kernel NAME # 4 at once; another Jupyter kernel
     python -m lib.student grade ... --seed 7               # the hidden inputs a run drew, again
@@ -39,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import json
 import re
 import sys
 import textwrap
@@ -48,10 +52,7 @@ from pathlib import Path
 
 import nbformat
 
-from lib import variants
-from lib.batch_grading import GradeReport, SandboxUnavailable, grade_notebooks
-from lib.grade_reports import class_summary, format_table, write_csv, write_feedback
-from lib.grading_process import DEFAULT_TIME_LIMIT_S, available_cores
+from lib import grade_command, variants
 from lib.roster import RosterError, read_roster
 
 __all__ = ["BEGIN", "END", "defined_names", "strip_solutions", "student_notebook", "make_student_copy", "main"]
@@ -173,16 +174,6 @@ def make_student_copy(
     return out_path, True
 
 
-def _jobs(text: str) -> int:
-    try:
-        jobs = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--jobs takes a whole number, got {text!r}") from None
-    if jobs < 1:
-        raise argparse.ArgumentTypeError(f"--jobs must be at least 1, got {jobs}")
-    return jobs
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lib.student", description="Student copies and grading.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -198,72 +189,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     who.add_argument("--variant", metavar="NAME", help="the questions show the numbers drawn for this student")
     who.add_argument("--roster", type=Path, metavar="FILE", help="a copy per student of the class list, in OUT/<name>/")
     grade = commands.add_parser("grade", help="execute notebooks and report each exercise's status")
-    grade.add_argument("notebooks", type=Path, nargs="+")
-    grade.add_argument(
-        "--time-limit",
-        type=float,
-        default=DEFAULT_TIME_LIMIT_S,
-        help=f"seconds each notebook may run, all cells together (default {DEFAULT_TIME_LIMIT_S:g})",
-    )
-    grade.add_argument(
-        "--jobs", type=_jobs, default=None, help=f"notebooks graded at once (default: the cores, {available_cores()})"
-    )
-    grade.add_argument(
-        "--kernel", metavar="NAME", help="grade with this Jupyter kernel (default: the grader's own Python)"
-    )
-    grade.add_argument(
-        "--no-sandbox",
-        action="store_true",
-        help="grade without bubblewrap: each notebook runs as you, able to read and change your files and grades",
-    )
-    grade.add_argument("--seed", type=int, help="draw the hidden inputs from this seed (default: a fresh one)")
-    grade.add_argument("--json", type=Path, metavar="PATH", help="also write the report as JSON")
-    grade.add_argument("--csv", type=Path, metavar="PATH", help="also write a gradebook: a row per notebook")
-    grade.add_argument(
-        "--feedback", type=Path, metavar="DIR", help="write DIR/<student>/<notebook>.md and the executed notebook"
-    )
+    grade_command.add_grade_arguments(grade)
+    merge = commands.add_parser("merge", help="join the gradebooks of --shard 1/N ... N/N into one")
+    grade_command.add_merge_arguments(merge)
     args = parser.parse_args(argv)
     if args.command == "copy":
         return _copy(args)
-
-    def on_report(report: GradeReport) -> None:
-        print(f"graded {report.notebook}: {report.n_correct}/{len(report.exercises)} correct in {report.seconds:g} s")
-        for problem in report.problems:
-            print(f"    {problem}")
-        sys.stdout.flush()
-
-    for output in (args.json, args.csv):  # made now: a missing folder must not lose a graded batch at the end
-        if output is not None:
-            output.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        reports = grade_notebooks(
-            args.notebooks, args.time_limit, jobs=args.jobs, kernel_name=args.kernel, on_report=on_report,
-            seed=args.seed, sandboxed=not args.no_sandbox,
-        )  # fmt: skip
-    except SandboxUnavailable as error:
-        print(f"not grading: {error}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("\ngrading interrupted: every grading process and kernel is stopped; no report written")
-        return 130
-    if args.no_sandbox:
-        print("graded WITHOUT a sandbox (--no-sandbox): any notebook could have changed files and grades")
-    print(f"hidden inputs drawn from seed {reports[0].seed if reports else args.seed} (--seed grades alike)")
-    print()
-    print(format_table(reports))
-    print()
-    print(class_summary(reports))
-    if args.json:
-        args.json.write_text(json.dumps([report.as_dict() for report in reports], indent=1, ensure_ascii=False) + "\n")
-        print(f"\nwrote {args.json}")
-    if args.csv:
-        write_csv(reports, args.csv)
-        print(f"wrote {args.csv}")
-    if args.feedback:
-        for report in reports:
-            write_feedback(report, args.feedback)
-        print(f"wrote feedback for {len(reports)} notebook{'s' if len(reports) != 1 else ''} in {args.feedback}")
-    return 0
+    return grade_command.run_merge(args) if args.command == "merge" else grade_command.run_grade(args)
 
 
 def _copy(args: argparse.Namespace) -> int:

@@ -1,11 +1,17 @@
 """lib.grade_reports: the table stays under 100 columns whatever the problems, the class summary
 names the most common mistake, the gradebook totals each student, feedback quotes answers whole."""
 
-import csv
-
 from lib.batch_grading import GradeReport, exercises
 from lib.checks import check
-from lib.grade_reports import TABLE_WIDTH, class_summary, feedback_markdown, format_table, write_csv
+from lib.grade_reports import (
+    TABLE_WIDTH,
+    class_summary,
+    escape_markdown,
+    feedback_markdown,
+    format_table,
+    summary_markdown,
+)
+from lib.gradebook import build_rows
 
 
 def _report(name: str, statuses: dict[str, str], mistakes: dict[str, str] | None = None, problems=()) -> GradeReport:
@@ -34,40 +40,22 @@ def test_table_stays_narrow_and_names_its_columns_whatever_the_problems():
     assert [f"{n} {i}" in legend for n, i in enumerate(chapter_1, start=1)] == [True] * len(chapter_1)
 
 
-def test_class_summary_counts_the_share_correct_and_the_most_common_named_mistake():
+def test_class_summary_counts_wrong_and_blank_apart_and_shows_every_tied_mistake():
     reports = [
         _report("a", {"1.equal-scores": "correct", "1.masked-read": "incorrect"}, {"1.masked-read": "flipped mask"}),
         _report("b", {"1.equal-scores": "incorrect", "1.masked-read": "incorrect"}, {"1.masked-read": "flipped mask"}),
         _report("c", {"1.equal-scores": "correct", "1.masked-read": "incorrect"}, {"1.masked-read": "after softmax"}),
-        _report("d", {"1.equal-scores": "not run"}),
+        _report("d", {"1.equal-scores": "not run", "1.masked-read": "incorrect"}, {"1.masked-read": "after softmax"}),
     ]
-    lines = class_summary(reports).splitlines()
-    assert lines[0] == "Class summary: 4 notebooks, 4 students"
-    by_id = {line.split()[0]: line.split(None, 3)[1:] for line in lines[2:]}
-    assert by_id["1.equal-scores"] == ["2/4", "50%", "—"]
-    assert by_id["1.masked-read"] == ["0/3", "0%", "2× flipped mask"]
-
-
-def test_gradebook_totals_each_student_over_their_notebooks(tmp_path):
-    reports = [
-        GradeReport("ada/01_a.ipynb", "ada", {"1.equal-scores": "correct", "1.masked-read": "incorrect"}),
-        GradeReport(
-            "ada/02_b.ipynb", "ada", {"2.score-shape": "correct"}, ["timed out in cell 3 (1 s for the notebook)"]
-        ),
-        GradeReport("bo/01_a.ipynb", "bo", {"1.equal-scores": "not attempted", "1.masked-read": "correct"}),
-    ]
-    write_csv(reports, tmp_path / "book.csv")
-    with open(tmp_path / "book.csv", newline="", encoding="utf-8") as file:
-        rows = list(csv.reader(file))
-    assert rows[0] == [
-        "student", "notebook", "1.equal-scores", "1.masked-read", "2.score-shape", "correct", "total",
-        "student correct", "student total", "problems",
-    ]  # fmt: skip
-    assert rows[1:] == [
-        ["ada", "01_a.ipynb", "correct", "incorrect", "", "1", "2", "2", "3", ""],
-        ["ada", "02_b.ipynb", "", "", "correct", "1", "1", "2", "3", "timed out in cell 3 (1 s for the notebook)"],
-        ["bo", "01_a.ipynb", "not attempted", "correct", "", "1", "2", "1", "2", ""],
-    ]
+    rows, notes = build_rows(reports, roster=["a", "b", "c", "d", "e"])
+    lines = class_summary(rows).splitlines()
+    assert lines[0] == "Class summary: 4 notebooks, 5 students"
+    by_id = {line.split()[0]: line.split(None, 6)[1:] for line in lines[2:]}
+    assert by_id["1.equal-scores"][:5] == ["2/5", "40%", "1", "1", "1"]  # correct, wrong, blank, not handed in
+    assert by_id["1.masked-read"] == ["0/5", "0%", "4", "0", "1", "2× after softmax; 2× flipped mask"]
+    markdown = summary_markdown(rows, notes)
+    assert "| `1.masked-read` | 0 of 5 | 0 of 5 | 4 | 0 | 1 | 2× after softmax<br>2× flipped mask |" in markdown
+    assert "- on the roster, no hand\\-in found: e" in markdown or "no hand-in found: e" in markdown
 
 
 def test_feedback_shows_an_answer_that_holds_backticks_whole():
@@ -80,3 +68,11 @@ def test_feedback_shows_an_answer_that_holds_backticks_whole():
     assert f"````python\n{source}\n````" in text
     assert told.feedback and told.feedback in text and told.hint in text
     assert "cell is not in the notebook" in text.split("1.masked-read")[1]
+
+
+def test_feedback_escapes_what_the_notebook_chose():
+    report = _report("<img src=x onerror=alert(1)>", {"1.equal-scores": "incorrect"}, problems=["<script>x</script>"])
+    report.details["1.equal-scores"] = {"message": "raised [a](javascript:x)", "feedback": "", "hint": ""}
+    text = feedback_markdown(report)
+    assert "<img" not in text and "<script>" not in text and "&lt;script&gt;" in text
+    assert "\\[a\\](javascript:x)" in text and escape_markdown("*x*") == "\\*x\\*"
