@@ -22,14 +22,15 @@ help:
 PY_OK := import sys; v = sys.version_info; sys.exit(0 if v >= (3, 10) else \
 	f"Python 3.10 or newer is needed, and {sys.executable} is {v.major}.{v.minor}: run make PYTHON=python3.11 (or another 3.10+), after rm -rf $(VENV) if it was made with this one")
 
-# The environment is rebuilt only when requirements.txt or pyproject.toml change.
-$(STAMP): requirements.txt pyproject.toml
+# The environment is rebuilt only when requirements.txt, constraints.txt (every version, pinned) or
+# pyproject.toml change.
+$(STAMP): requirements.txt constraints.txt pyproject.toml
 	@command -v $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) >/dev/null || \
 	  { echo "$(PYTHON) not found: install Python 3.10+ or run make PYTHON=/path/to/python3"; exit 1; }
 	@$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) -c '$(PY_OK)'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@echo "Installing requirements.txt into $(VENV): about 2 minutes the first time (torch is the largest)"
-	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -r requirements.txt
+	@echo "Installing requirements.txt at the versions constraints.txt pins into $(VENV): about 2 minutes the first time (torch is the largest)"
+	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -r requirements.txt -c constraints.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $(STAMP)
 

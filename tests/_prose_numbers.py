@@ -3,7 +3,8 @@
 ``tests/test_prose_numbers.py`` holds each number a chapter's markdown states against what
 the chapter's code cells print. The reading rules:
 
-- A number is a figure as written: ``512``, ``146,240``, ``4_096``, ``0.6698``, ``1e-5``,
+- A number is a figure as written (a denominator, the 471 of ``600/471``, is part of its
+  fraction and not read alone): ``512``, ``146,240``, ``4_096``, ``0.6698``, ``1e-5``,
   ``2.5 \\times 10^{-3}``, ``10^6``, with a scale suffix (``69.39M``, ``70B``: the value is
   scaled and the precision stays the written one, so ``69.39M`` is 69,390,000 to the nearest
   10,000) or a ratio suffix (``1.47x``, ``4×``).
@@ -68,7 +69,7 @@ _COMPARATIVE = re.compile(
 )
 _SCALE = {"k": 3, "K": 3, "M": 6, "B": 9, "G": 9, "T": 12}
 _NUMBER = re.compile(
-    r"(?<![\w.])(?<![A-Za-z]-)(?P<int>\d{1,3}(?:,\d{3})+|\d{1,3}(?:_\d{3})+|\d+)(?P<frac>\.\d+)?"
+    r"(?<![\w./])(?<![A-Za-z]-)(?P<int>\d{1,3}(?:,\d{3})+|\d{1,3}(?:_\d{3})+|\d+)(?P<frac>\.\d+)?"
     r"(?:[eE](?P<exp>[+-]?\d+)|\s*(?:\\times|×|\\cdot)\s*10\^\{?(?P<exp2>[+-]?\d+)\}?)?"
     r"(?P<scale>[kKMBGT](?!\w))?(?P<x>x|×)?(?![\w^])"
 )
