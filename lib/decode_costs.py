@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lib.kv_cache import kv_cache_bytes
-from lib.validation import check_heads, positive_int
+from lib.validation import check_heads, non_negative_int, positive_int
 
-__all__ = ["DecodeStep", "decode_step", "quantized_weight_bytes"]
+__all__ = ["DecodeStep", "decode_step", "prefill_flops", "quantized_weight_bytes"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,23 @@ def decode_step(
                         bytes_per_element=kv_bytes_per_element)  # fmt: skip
     flops = batch * (2 * params + 4 * layers * n_heads * head_dim * context)
     return DecodeStep(batch, round(params * bytes_per_param), kv, flops)
+
+
+def prefill_flops(*, params: int, layers: int, n_heads: int, head_dim: int, tokens: int, cached: int = 0) -> int:
+    """FLOPs of a prefill pass over ``tokens`` new tokens that follow ``cached`` ones already cached.
+
+    Matrix products only, as ``decode_step`` counts them: every new token meets every weight
+    once (2·P FLOPs), and in each of the H query heads of each layer the new token i (from 0)
+    scores and mixes the ``cached + i + 1`` keys and values it may read (4·D FLOPs each), as a
+    causal kernel that skips the future's tiles does. With a cached prefix (prefix caching)
+    the prefix's own work is not done again: ``prefill_flops(tokens=S + U)`` equals
+    ``prefill_flops(tokens=S) + prefill_flops(tokens=U, cached=S)``.
+    """
+    sizes = {"params": params, "layers": layers, "n_heads": n_heads, "head_dim": head_dim, "tokens": tokens}
+    params, layers, n_heads, head_dim, tokens = (positive_int(f"prefill_flops: {k}", v) for k, v in sizes.items())
+    cached = non_negative_int("prefill_flops: cached", cached)
+    pairs = tokens * cached + tokens * (tokens + 1) // 2  # (query, key) pairs the new tokens read
+    return 2 * params * tokens + 4 * layers * n_heads * head_dim * pairs
 
 
 def quantized_weight_bytes(

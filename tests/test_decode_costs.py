@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from lib.decode_costs import decode_step, quantized_weight_bytes
+from lib.decode_costs import decode_step, prefill_flops, quantized_weight_bytes
 from lib.gpt import GPT, GPTConfig
 from lib.kv_cache import kv_cache_bytes
 
@@ -68,3 +68,38 @@ def test_decode_step_takes_numpy_sizes_and_refuses_a_float_by_name():
     assert decode_step(**{**sizes, "context": np.int32(16), "layers": np.int64(2)}) == decode_step(**sizes)
     with pytest.raises(ValueError, match=r"decode_step: batch must be a positive integer, got 1\.0"):
         decode_step(**{**sizes, "batch": 1.0})
+
+
+def test_prefill_flops_match_the_counter_less_the_masked_future():
+    """A dense kernel also scores the future keys a causal kernel skips: tokens·(tokens - 1)/2 pairs per head."""
+    torch.manual_seed(0)
+    config = GPTConfig(vocab_size=50, n_layers=2, d_model=32, n_heads=4, n_kv_heads=2, max_len=32)
+    model = GPT(config).eval()
+    for block in model.blocks:
+        block.attn.fused = False  # plain matmuls, which the counter sees
+    caches = model.new_caches(1)
+    with torch.no_grad():
+        model(torch.randint(0, 50, (1, 9)), caches=caches)  # a cached prefix of 9 tokens
+        with FlopCounterMode(display=False) as counter:
+            model(torch.randint(0, 50, (1, 5)), caches=caches)  # 5 new tokens read 10..14 keys
+    matmul_params = sum({id(m.weight): m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear)}.values())
+    flops = prefill_flops(params=matmul_params, layers=2, n_heads=4, head_dim=8, tokens=5, cached=9)
+    masked_future = 2 * 4 * 8 * 4 * (5 * 4 // 2)  # 4·D FLOPs for each future pair, in every head and layer
+    assert counter.get_total_flops() == flops + masked_future
+
+
+def test_a_cached_prefix_saves_exactly_its_own_prefill():
+    shape = {"params": 1000, "layers": 3, "n_heads": 4, "head_dim": 8}
+    cold = prefill_flops(tokens=400 + 37, **shape)
+    assert cold == prefill_flops(tokens=400, **shape) + prefill_flops(tokens=37, cached=400, **shape)
+    assert prefill_flops(tokens=37, cached=400, **shape) < cold
+    # one new token after C - 1 cached ones is a decode step reading C tokens
+    step = decode_step(params=1000, layers=3, n_heads=4, kv_heads=2, head_dim=8, context=50)
+    assert prefill_flops(tokens=1, cached=49, **shape) == step.flops
+
+
+@pytest.mark.parametrize(("name", "value"), [("tokens", 0), ("cached", -1), ("params", 1.5), ("cached", True)])
+def test_prefill_flops_rejects_bad_sizes(name, value):
+    sizes = {"params": 1000, "layers": 3, "n_heads": 4, "head_dim": 8, "tokens": 5, "cached": 0, name: value}
+    with pytest.raises(ValueError, match=f"prefill_flops: {name}"):
+        prefill_flops(**sizes)

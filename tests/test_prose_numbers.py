@@ -38,19 +38,7 @@ NOTEBOOKS = sorted((Path(__file__).parent.parent / "chapters").glob("*.ipynb"))
 # Numbers the prose states that no output shows, by notebook stem: the third edition's
 # list (issue 33) to clear by printing the number in a cell or correcting the prose. Never
 # widen it; an entry is the number as the prose writes it, once for each place it is unbacked.
-ALLOWED: dict[str, list[str]] = {
-    "05_costs_and_flashattention": [
-        "1.25 times",
-        "16 heads",
-        "64",
-        "69.21M",
-        "69.39M",
-        "8 heads",
-        "8 heads",
-        "two bytes",
-    ],
-    "06_kv_cache_and_serving": ["200", "70B", "80 layers", "eight times", "two hundred times"],
-}
+ALLOWED: dict[str, list[str]] = {}
 
 _STRUCTURE = re.compile(
     r"(?:chapters?|sections?|exercises?|figures?|fig\.|cells?|steps?|parts?|items?|equation|eq\.|table|"
@@ -153,13 +141,14 @@ def _summary_cell(stem: str) -> int:
     ("stem", "before", "after", "caught"),
     [
         # the five stale edits of chapter 6's summary that the first version of this test let through
+        # (eight times became six times when the chapter came to print its 8x, issue 33)
         ("06_kv_cache_and_serving", "512 MiB", "256 MiB", "256 MiB"),
         ("06_kv_cache_and_serving", "2 GiB", "3 GiB", "3 GiB"),
         ("06_kv_cache_and_serving", "with 8 KV heads", "with 16 KV heads", "16 KV heads"),
         ("06_kv_cache_and_serving", "are 140 GB", "are 130 GB", "130 GB"),
-        ("06_kv_cache_and_serving", "four times as much", "eight times as much", "eight times"),
-        # a unit changed but not the number: 140 GB is printed, 140 GiB is not
-        ("06_kv_cache_and_serving", "are 140 GB", "are 140 GiB", "140 GiB"),
+        ("06_kv_cache_and_serving", "four times as much", "six times as much", "six times"),
+        # a unit changed but not the number: 140 GB is printed, 140 TB is not
+        ("06_kv_cache_and_serving", "are 140 GB", "are 140 TB", "140 TB"),
         ("06_kv_cache_and_serving", "29.2 ms", "29.7 ms", "29.7 ms"),
         ("06_kv_cache_and_serving", "4.125 bits", "4.375 bits", "4.375 bits"),
     ],
@@ -174,12 +163,14 @@ def _backed(number: Number, shown) -> bool:
     return any(rounds_to(value, number) and (number.unit is None or number.unit in units) for value, units in shown)
 
 
-def test_an_allowed_number_does_not_cover_a_second_place():
-    """Chapter 6 owes "eight times" in one cell; the same words typed into its summary are new."""
+def test_an_allowed_number_does_not_cover_a_second_place(monkeypatch):
+    """An entry allows one place: the same words typed into a second cell are new."""
     stem = "06_kv_cache_and_serving"
-    assert "eight times" in ALLOWED[stem]
-    _, new, _ = _against_allowed(stem, _edited(stem, _summary_cell(stem), "four times as much", "eight times as much"))
-    assert new == Counter({"eight times": 1})
+    cells = _cells(next(p for p in NOTEBOOKS if p.stem == stem))
+    owed = {"cell_type": "markdown", "source": ["the cache would read eleven times as much"]}
+    monkeypatch.setitem(ALLOWED, stem, [*ALLOWED.get(stem, []), "eleven times"])
+    assert _against_allowed(stem, [*cells, owed])[1] == Counter()
+    assert _against_allowed(stem, [*cells, owed, owed])[1] == Counter({"eleven times": 1})
 
 
 def test_every_backed_number_of_every_notebook_is_caught_when_changed():
