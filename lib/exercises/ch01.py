@@ -267,12 +267,15 @@ _SOFTMAXES = (  # any softmax does this exercise's work, torch's or the library'
 
 
 def _draw_scores(generator: torch.Generator) -> tuple[torch.Tensor]:
-    """Scores of 1 to 3 axes, some rows shifted by ±1000, some entries -inf, sometimes a whole row."""
+    """Scores of 1 to 3 axes, some rows shifted by ±1000, some entries -inf, sometimes a whole row
+    (the first, when there are several): no drawn input gives all zeros, so no guess of zeros passes."""
     shape = sizes(generator, integer(generator, 1, 3), 1, 5)
     x = normal(generator, shape, scale=3.0, dtype=torch.float64)
     if integer(generator, 0, 1):
         x = x + normal(generator, (*shape[:-1], 1), scale=1000.0, dtype=torch.float64).round()
-    x = x.masked_fill(torch.rand(shape, generator=generator) < 0.25, float("-inf"))
+    masked = torch.rand(shape, generator=generator) < 0.25
+    masked[..., -1] = False  # every row reads something, but the one made all -inf below
+    x = x.masked_fill(masked, float("-inf"))
     if len(shape) > 1 and integer(generator, 0, 1):
         x[(0,) * (len(shape) - 1)] = float("-inf")
     return (x.float(),)
