@@ -276,7 +276,7 @@ def _draw_scores(generator: torch.Generator) -> tuple[torch.Tensor]:
     masked = torch.rand(shape, generator=generator) < 0.25
     masked[..., -1] = False  # every row reads something, but the one made all -inf below
     x = x.masked_fill(masked, float("-inf"))
-    if len(shape) > 1 and integer(generator, 0, 1):
+    if math.prod(shape[:-1]) > 1 and integer(generator, 0, 1):  # one row of several
         x[(0,) * (len(shape) - 1)] = float("-inf")
     return (x.float(),)
 
