@@ -22,14 +22,15 @@ help:
 PY_OK := import sys; v = sys.version_info; sys.exit(0 if v >= (3, 10) else \
 	f"Python 3.10 or newer is needed, and {sys.executable} is {v.major}.{v.minor}: run make PYTHON=python3.11 (or another 3.10+), after rm -rf $(VENV) if it was made with this one")
 
-# The environment is rebuilt only when requirements.txt or pyproject.toml change.
-$(STAMP): requirements.txt pyproject.toml
+# The environment is rebuilt only when requirements.txt, constraints.txt (every version, pinned) or
+# pyproject.toml change.
+$(STAMP): requirements.txt constraints.txt pyproject.toml
 	@command -v $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) >/dev/null || \
 	  { echo "$(PYTHON) not found: install Python 3.10+ or run make PYTHON=/path/to/python3"; exit 1; }
 	@$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) -c '$(PY_OK)'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@echo "Installing requirements.txt into $(VENV): about 2 minutes the first time (torch is the largest)"
-	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -r requirements.txt
+	@echo "Installing requirements.txt at the versions constraints.txt pins into $(VENV): about 2 minutes the first time (torch is the largest)"
+	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -r requirements.txt -c constraints.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $(STAMP)
 
@@ -70,10 +71,15 @@ trained: $(STAMP)
 ## A cell may take NBVAL_CELL_TIMEOUT seconds (nbval's default is 2000): the slowest, chapter 8's
 ## training with an empty cache, took 72 s on two busy cores. A notebook in which a cell timed
 ## out (a stalled kernel) is run once more, and the output says so (tests/nbval_rerun.py).
+## The tests run on TEST_WORKERS processes at once (pytest-xdist; default: one per core, at most 4,
+## since each notebook's kernel holds a few hundred MB), each test file and each notebook whole on
+## one of them (--dist loadscope: a notebook's cells share one kernel).
 NBVAL_CELL_TIMEOUT := 300
+TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(min(4, os.cpu_count() or 1))")
+PARALLEL := -n $(TEST_WORKERS) --dist loadscope
 test: $(STAMP) trained
-	@echo "The tests: the library's, then nbval over every chapter (about 10 minutes on two cores; a dot per test)"
-	$(BIN)/python -m pytest tests chapters -m "not browser" --nbval-lax --nbval-current-env \
+	@echo "The tests: the library's and nbval over every chapter, on every core (about 5 minutes on two)"
+	$(BIN)/python -m pytest tests chapters -m "not browser" $(PARALLEL) --nbval-lax --nbval-current-env \
 	  --nbval-cell-timeout=$(NBVAL_CELL_TIMEOUT) -p tests.nbval_rerun -p no:cacheprovider
 
 ## test-avx2: every chapter under nbval again, with AVX2 kernels (an AVX2 laptop's) and every model retrained
@@ -84,7 +90,7 @@ AVX2_ENV := BOOK_CACHE_DIR=$(CURDIR)/.cache/trained-avx2 ATEN_CPU_CAPABILITY=avx
 AVX2_LEFT_OUT := $(foreach n,28 29 30 31,--deselect "chapters/02_batches_and_heads.ipynb::Cell $(n)")
 test-avx2: $(STAMP)
 	$(AVX2_ENV) $(MAKE) --no-print-directory trained
-	$(AVX2_ENV) $(BIN)/python -m pytest chapters --nbval-lax --nbval-current-env \
+	$(AVX2_ENV) $(BIN)/python -m pytest chapters $(PARALLEL) --nbval-lax --nbval-current-env \
 	  --nbval-cell-timeout=$(NBVAL_CELL_TIMEOUT) -p tests.nbval_rerun -p no:cacheprovider $(AVX2_LEFT_OUT)
 
 ## test-lib: the library tests alone (no notebooks)

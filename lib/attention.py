@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lib.masks import mask_from_torch, segment_mask, sliding_window_mask, zero_unread_keys
-from lib.validation import positive_int, probability, resolve_scale, validate_attention_inputs, validate_module_inputs
+from lib.validation import check_heads, probability, resolve_scale, validate_attention_inputs, validate_module_inputs
 
 __all__ = ["softmax", "attention", "causal_mask", "sliding_window_mask", "padding_mask", "segment_mask"]
 __all__ += ["mask_from_torch", "repeat_kv", "MultiHeadAttention"]
@@ -152,21 +152,22 @@ def attention(
         n_groups = q.shape[-3] // k.shape[-3]
         k, v = repeat_kv(k, n_groups), repeat_kv(v, n_groups)  # (..., H, M, D), (..., H, M, Dv)
 
-    scores = (q @ k.transpose(-2, -1)) * scale  # (..., H, N, M)
     allowed = None  # True where a query may read a key
-    if mask is not None and mask.dtype == torch.bool:
-        allowed = mask
-    elif mask is not None:
+    if mask is not None:
+        allowed = mask if mask.dtype == torch.bool else mask != float("-inf")
+        # Zero the keys and values no query may read, BEFORE any product: a NaN there would
+        # reach the output through 0 · NaN in weights @ v, and q's gradient through dS @ k.
+        # (Causal alone hides no key from every query.)
+        k, v = zero_unread_keys(k, allowed), zero_unread_keys(v, allowed)  # (..., H, M, D), (..., H, M, Dv)
+    scores = (q @ k.transpose(-2, -1)) * scale  # (..., H, N, M)
+    if mask is not None and mask.dtype != torch.bool:
         scores = scores + mask.to(scores.dtype)  # additive: 0 allowed, -inf disallowed
-        allowed = mask != float("-inf")  # (a NaN score plus -inf is NaN: masked again below)
     if is_causal:
         causal = causal_mask(n_queries, n_keys, device=q.device)  # (N, M)
         allowed = causal if allowed is None else allowed & causal
     if allowed is not None:
         # Mask BEFORE the softmax: a disallowed key must not enter the denominator.
         scores = scores.masked_fill(~allowed, float("-inf"))  # (..., H, N, M)
-        if mask is not None:  # causal alone hides no key from every query
-            v = zero_unread_keys(v, allowed)  # (..., H, M, Dv)
 
     # At least float32 for the softmax of fp16/bf16 inputs: exp and the row sum lose too
     # much in 8-11 bits. float64 stays float64.
@@ -260,18 +261,7 @@ class MultiHeadAttention(nn.Module):
         fused: bool = True,
     ) -> None:
         super().__init__()
-        d_model = positive_int("d_model", d_model)
-        n_heads = positive_int("n_heads", n_heads)
-        n_kv_heads = n_heads if n_kv_heads is None else positive_int("n_kv_heads", n_kv_heads)
-        if d_model % n_heads:
-            raise ValueError(
-                f"d_model={d_model} is not divisible by n_heads={n_heads}: each head takes d_model / n_heads"
-            )
-        if n_heads % n_kv_heads:
-            raise ValueError(
-                f"n_heads={n_heads} is not a multiple of n_kv_heads={n_kv_heads}: "
-                "each KV head must serve the same number of query heads"
-            )
+        n_heads, n_kv_heads, d_model = check_heads(n_heads, n_kv_heads, d_model)
         self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
         self.head_dim = d_model // n_heads
         self.dropout = probability("dropout", dropout)

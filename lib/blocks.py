@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from lib.attention import MultiHeadAttention
 from lib.kv_cache import KVCache
 from lib.rope import rotate_pairs
-from lib.validation import is_integer, positive_int
+from lib.validation import check_heads, positive_int
 
 __all__ = [
     "layer_norm",
@@ -255,12 +255,7 @@ class Block(nn.Module):
         bias: bool = True,
     ):
         super().__init__()
-        d_model, n_heads = positive_int("Block: d_model", d_model), positive_int("Block: n_heads", n_heads)
-        if d_model % n_heads:
-            raise ValueError(f"Block: d_model={d_model} is not divisible by n_heads={n_heads}")
-        kv_heads = n_heads if n_kv_heads is None else n_kv_heads
-        if not is_integer(kv_heads) or kv_heads < 1 or n_heads % kv_heads:
-            raise ValueError(f"Block: n_heads={n_heads} must be a multiple of n_kv_heads={n_kv_heads!r}")
+        n_heads, _, d_model = check_heads(n_heads, n_kv_heads, d_model, where="Block")
         if ffn not in FFNS:
             raise ValueError(f"Block: ffn must be one of {FFNS}, got {ffn!r}")
         if norm not in NORMS:

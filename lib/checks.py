@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from lib import answer_records, grading
+from lib import answer_records, grading, variants
 from lib.exercises import every_exercise, find
 from lib.exercises.base import Case, Exercise, FunctionExercise, ValueExercise, WrongAnswer
 from lib.grading import (
@@ -52,6 +52,7 @@ from lib.grading import (
     tolerance,
 )
 from lib.safe_call import GradingTimeout, describe_error
+from lib.value_grading import precision_note, truncation_feedback
 
 # The exercise author's API: check, and what lib.grading and lib.exercises.base define for it.
 __all__ = ["check", "grade", "exercises", "CheckResult", "CORRECT", "INCORRECT", "NOT_ATTEMPTED"]
@@ -89,6 +90,9 @@ def _check(exercise_id: Any, answer: Any) -> CheckResult:
     exercise = find(exercise_id)
     if exercise is None:
         return CheckResult(exercise_id, INCORRECT, _unknown_id_message(exercise_id, list(exercises())))
+    name = variants.active_variant() if getattr(exercise, "params", ()) else None
+    if name is not None:  # a student copy: their own numbers (lib.variants)
+        exercise = variants.exercise_in(exercise, variants.draw(exercise, name))
     try:
         return grade(exercise, answer)
     except (Exception, SystemExit, GeneratorExit, GradingTimeout) as error:  # the learner's objects may raise anything
@@ -214,8 +218,9 @@ def static_page_data() -> list[dict]:
                 "whole": rule.whole,
                 "whole_atol": WHOLE_ATOL,
                 "decimals": rule.decimals,
-                "near_atol": rule.near_atol,
                 "rule": rule.rule,
+                "truncated_rule": "" if rule.decimals is None else truncation_feedback(rule.decimals),
+                "coarse_note": "" if rule.decimals is None else precision_note(rule.decimals),
                 "placeholder": placeholder(exercise),
                 "hints": list(exercise.hints),
                 "explanation": exercise.explanation,

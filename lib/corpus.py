@@ -2,11 +2,12 @@
 
 Nothing is downloaded: the text is generated from the paragraphs in ``SAMPLE_TEXTS``
 below (written for this book, one per language, saying the same thing in each, plus a few
-lines of Python; chapter 7's fertility table compares them). For each language a bigram
+lines of Python). For each language a bigram
 chain (which word may follow which, counted in that paragraph) is walked with a seeded
 ``random.Random``; Chinese and Japanese, written without spaces, are walked character by
 character. So the corpus holds real words of ten languages
-in six scripts, in new orders, as much of it as asked for.
+in eight scripts (Latin, Cyrillic, Greek, Arabic, Devanagari, Han, Hiragana, Katakana), in
+new orders, as much of it as asked for.
 
 Only integer arithmetic on ``random.Random(seed)`` decides the text (``randrange``, whose
 algorithm Python has kept since 3.2), so the same call gives the same string on every

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from lib.validation import positive_int
+from lib.validation import check_heads
 
 MIB, GIB = 2**20, 2**30
 
@@ -198,13 +198,7 @@ def block_weights(
     With f = 4d and no GQA that is 4d² + 8d² = 12d², so a forward pass over N tokens costs
     2 · 12d² · N = 24Nd² FLOPs in its matrices: chapter 5's linear term.
     """
-    d_model, n_heads = positive_int("block_weights: d_model", d_model), positive_int("block_weights: n_heads", n_heads)
-    n_kv_heads = n_heads if n_kv_heads is None else positive_int("block_weights: n_kv_heads", n_kv_heads)
-    if d_model % n_heads or n_heads % n_kv_heads:
-        raise ValueError(
-            f"block_weights: need n_heads | d_model and n_kv_heads | n_heads, got d_model={d_model}, "
-            f"n_heads={n_heads}, n_kv_heads={n_kv_heads}"
-        )
+    n_heads, n_kv_heads, d_model = check_heads(n_heads, n_kv_heads, d_model, where="block_weights")
     hidden = 4 * d_model if hidden is None else hidden
     kv_width = n_kv_heads * (d_model // n_heads)
     attention = 2 * d_model * d_model + 2 * d_model * kv_width

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lib.kv_cache import kv_cache_bytes
-from lib.validation import positive_int
+from lib.validation import check_heads, positive_int
 
 __all__ = ["DecodeStep", "decode_step", "quantized_weight_bytes"]
 
@@ -64,8 +64,7 @@ def decode_step(
              "context": context, "batch": batch}  # fmt: skip
     sizes = {name: positive_int(f"decode_step: {name}", value) for name, value in sizes.items()}
     params, layers, n_heads, kv_heads, head_dim, context, batch = sizes.values()
-    if n_heads % kv_heads:
-        raise ValueError(f"decode_step: n_heads={n_heads} is not a multiple of kv_heads={kv_heads}")
+    check_heads(n_heads, kv_heads, where="decode_step", kv_name="kv_heads")
     kv = kv_cache_bytes(layers=layers, batch=batch, seq_len=context, kv_heads=kv_heads, head_dim=head_dim,
                         bytes_per_element=kv_bytes_per_element)  # fmt: skip
     flops = batch * (2 * params + 4 * layers * n_heads * head_dim * context)

@@ -28,6 +28,7 @@ from lib.validation import is_integer
 from lib.vit import MeanPoolViT, ViT
 
 __all__ = [
+    "cnn_variant_logits",
     "DigitsSplit",
     "load_digits_split",
     "accuracy",
@@ -220,6 +221,29 @@ class SmallCNN(nn.Module):
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(images).flatten(1))  # (B, K)
+
+
+@torch.no_grad()
+def cnn_variant_logits(
+    model: SmallCNN, images: torch.Tensor, first_padding: float = 0.0, pool_rows: slice | None = None
+) -> torch.Tensor:
+    """A trained ``SmallCNN``'s logits with two of its choices changed at evaluation time:
+    its first convolution padded with ``first_padding`` instead of zeros (blank paper is
+    -1), and its final average pool taken over the rows and columns ``pool_rows`` of the
+    last feature map only (for an image on a larger canvas, the digit's own positions).
+    With the defaults it is the model's own forward pass."""
+    if not isinstance(model, SmallCNN):
+        raise TypeError(f"model must be a SmallCNN, got {type(model).__name__}")
+    layers = list(model.features)
+    conv = layers[0]
+    x = F.conv2d(F.pad(images, (1, 1, 1, 1), value=float(first_padding)), conv.weight, conv.bias)
+    for layer in layers[1:-1]:  # everything up to the average pool
+        x = layer(x)
+    if pool_rows is not None:
+        x = x[..., pool_rows, pool_rows]
+        if x.shape[-1] == 0:
+            raise ValueError(f"pool_rows {pool_rows} selects no position of the {tuple(x.shape)} map")
+    return model.head(x.mean(dim=(-2, -1)))
 
 
 def train_digits_baseline(

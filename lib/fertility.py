@@ -4,9 +4,11 @@ Fertility is how many tokens a text costs per unit of text. Words are no fair un
 writing systems (Chinese and Japanese do not separate words with spaces), so we count per
 character and per UTF-8 byte, and per word only where spaces mark words.
 
-The texts compared are ``lib.corpus.SAMPLE_TEXTS``: one short paragraph, written for this
-book, in several languages and scripts, saying the same thing in each; and a few lines of
-Python. Because the meaning is the same, the token counts compare what each script pays for it.
+Chapter 7's tables compare ``SLICE_TEXTS`` (below): one sentence, written for this book,
+saying the same thing in several languages and scripts, transliterated and code-mixed,
+and a line of Python. Because the meaning is the same, the token counts compare what each
+script pays for it. Without ``texts``, the functions compare the paragraphs the corpus is
+generated from, ``lib.corpus.SAMPLE_TEXTS``.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ import torch.nn as nn
 from lib.blocks import Block, make_norm, swiglu_hidden
 from lib.kv_cache import KVCache
 from lib.rope import rope_cos_sin, rope_frequencies
-from lib.validation import non_negative_int, optional_positive_int, positive_int
+from lib.validation import check_heads, non_negative_int, optional_positive_int, positive_int
 
 __all__ = [
     "GPTConfig",
@@ -63,10 +63,7 @@ class GPTConfig:
     def __post_init__(self) -> None:
         for name in ("vocab_size", "n_layers", "d_model", "n_heads", "n_kv_heads", "max_len"):
             setattr(self, name, positive_int(f"GPTConfig.{name}", getattr(self, name)))
-        if self.d_model % self.n_heads:
-            raise ValueError(f"GPTConfig: d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
-        if self.n_heads % self.n_kv_heads:
-            raise ValueError(f"GPTConfig: n_heads={self.n_heads} is not a multiple of n_kv_heads={self.n_kv_heads}")
+        check_heads(self.n_heads, self.n_kv_heads, self.d_model, where="GPTConfig")
         if self.head_dim % 2:
             raise ValueError(f"GPTConfig: RoPE rotates pairs, so the head width must be even, got {self.head_dim}")
 
@@ -119,7 +116,12 @@ class GPT(nn.Module):
         self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         if config.tie_embeddings:
             self.head.weight = self.embed.weight
-        self.register_buffer("freqs", rope_frequencies(config.head_dim, config.rope_base), persistent=False)
+        # RoPE's frequencies, in float32 whatever the module's dtype: a plain attribute, not a buffer,
+        # so that model.to(torch.bfloat16) cannot round them (a bfloat16 frequency is off by up to
+        # 0.4%, and the angle at position 4095 by up to 0.7 rad). The cos and sin tables are
+        # computed from them in float64 once per device, dtype and length (``rotation``).
+        self.freqs = rope_frequencies(config.head_dim, config.rope_base, dtype=torch.float32)  # (D/2,)
+        self._rotations: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
         self.apply(self._init_weights)
         # GPT-2's scaled init: each residual branch adds to the stream, so shrink its output layer.
         for block in self.blocks:
@@ -154,14 +156,33 @@ class GPT(nn.Module):
         """
         self._validate(idx, caches)
         start = len(caches[0]) if caches is not None else 0
-        positions = torch.arange(start, start + idx.shape[1], device=idx.device)  # (T,)
         x = self.embed(idx)  # (B, T, C)
-        rotation = rope_cos_sin(positions, self.freqs, x.dtype)  # (T, D/2) cos and sin, shared by all layers
+        rotation = self.rotation(start, idx.shape[1], x.device, x.dtype)  # (T, D/2) cos and sin, for every layer
         for i, block in enumerate(self.blocks):
             x = block(x, is_causal=True, rotation=rotation, cache=None if caches is None else caches[i])  # (B, T, C)
         if last_only:
             x = x[:, -1:]  # (B, 1, C): generation needs only the last position's logits
         return self.head(self.norm(x))  # (B, T, V)
+
+    def rotation(
+        self, start: int, n_tokens: int, device: torch.device | str, dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """RoPE's (cos, sin) at positions start .. start + n_tokens - 1, (n_tokens, D/2) each, in ``dtype``.
+
+        The tables for every position up to ``max_len`` are computed once per device, dtype and
+        length, in float64 on the CPU from the float32 frequencies (float64 is slow on a GPU and
+        missing on MPS), then moved and cast; each forward pass slices them (as gpt-fast and HF do).
+        """
+        start, n_tokens = non_negative_int("start", start), non_negative_int("n_tokens", n_tokens)
+        length = self.config.max_len
+        if start + n_tokens > length:
+            raise ValueError(f"positions {start}..{start + n_tokens - 1} exceed max_len={length}")
+        key = (torch.device(device), dtype, length)
+        if key not in self._rotations:
+            cos, sin = rope_cos_sin(torch.arange(length), self.freqs, torch.float64)  # (max_len, D/2) each
+            self._rotations[key] = cos.to(device=device, dtype=dtype), sin.to(device=device, dtype=dtype)
+        cos, sin = self._rotations[key]
+        return cos[start : start + n_tokens], sin[start : start + n_tokens]
 
     def _validate(self, idx: object, caches: list[KVCache] | None) -> None:
         config = self.config

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from lib.gpt import GPT
-from lib.rope import rope_cos_sin, rotate_pairs
+from lib.rope import rotate_pairs
 
 __all__ = [
     "attention_maps",
@@ -52,8 +52,7 @@ def _check(model: object, idx: object) -> None:
 
 
 def _rotation(model: GPT, n_tokens: int, dtype: torch.dtype):
-    positions = torch.arange(n_tokens, device=model.freqs.device)  # (T,)
-    return rope_cos_sin(positions, model.freqs, dtype)  # (T, D/2) cos and sin
+    return model.rotation(0, n_tokens, model.embed.weight.device, dtype)  # (T, D/2) cos and sin
 
 
 @torch.no_grad()

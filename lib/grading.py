@@ -8,7 +8,8 @@ One tolerance policy for the book (DESIGN.md):
       with a fraction gets "a count is a whole number";
     * a decimal answer declares ``decimals``, which its question states ("Give it to 2 decimal
       places."): any answer within half a unit of that last place passes (so the answer rounded
-      to that precision does), and one that is close but coarser gets a word about precision;
+      to that precision does); a wrong answer is read at the precision it was given in, so a
+      known mistake rounded more coarsely is still named (``lib.value_grading``);
     * a function exercise is judged by what the function is (``lib.code_policy``): one that is,
       uses or copies what does the exercise's work is refused, naming what was found; the rest
       run on the declared hidden cases and a few drawn afresh (``lib.drawn_cases``).
@@ -44,6 +45,7 @@ from lib.safe_call import (
     exit_raises,
     forbid_calls,
 )
+from lib.value_grading import WHOLE_ATOL, WHOLE_FEEDBACK, Tolerance, judge_value, precision_feedback, tolerance
 
 __all__ = ["grade", "tolerance", "Tolerance", "CheckResult", "CORRECT", "INCORRECT", "NOT_ATTEMPTED", "RECORDED"]
 __all__ += ["run_learner_case", "compare_case", "judge_function", "Outcome", "refused"]
@@ -143,46 +145,7 @@ def grade(exercise: Exercise, answer: Any) -> CheckResult:
 # --- values ---------------------------------------------------------------------------
 
 VALUE_TIMEOUT_S = 2.0
-WHOLE_FEEDBACK = "This answer counts, indexes or chooses, and a count is a whole number: no fractions."
-WHOLE_ATOL = 1e-6  # a whole answer computed in floats (384 / 16 * 24) may carry rounding noise
-
-
-def precision_feedback(decimals: int) -> str:
-    places = f"{decimals} decimal place" + ("" if decimals == 1 else "s")
-    return f"Close, but not to the {places} the question asks for: keep more digits while you work, then round."
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    """How a value exercise compares answers (the policy in the module docstring): ``atol`` and
-    ``rtol`` decide a match with the expected or a known wrong answer; ``whole`` asks for whole
-    numbers; a miss within ``near_atol`` given with fewer than ``decimals`` places earns ``rule``
-    (a word about precision)."""
-
-    atol: float
-    rtol: float
-    whole: bool = False
-    decimals: int | None = None
-    near_atol: float | None = None
-    rule: str = ""
-
-
-def _coarser(numbers: np.ndarray, decimals: int | None) -> bool:
-    """True when every number has fewer decimals than ``decimals`` (7.6 when 2 are asked for)."""
-    if decimals is None:
-        return False
-    return bool(np.all(np.abs(numbers - np.round(numbers, decimals - 1)) <= 1e-9))
-
-
-def tolerance(exercise: ValueExercise) -> Tolerance:
-    if exercise.whole:
-        return Tolerance(WHOLE_ATOL, 0.0, whole=True, rule=WHOLE_FEEDBACK)
-    if exercise.decimals is not None:
-        atol = 0.5 * 10.0**-exercise.decimals * (1 + 1e-6)  # half a unit in the last place asked for
-        return Tolerance(
-            atol, 0.0, decimals=exercise.decimals, near_atol=10 * atol, rule=precision_feedback(exercise.decimals)
-        )
-    return Tolerance(exercise.atol, exercise.rtol)  # an exercise outside the book's policy (tests, ad hoc)
+__all__ += ["WHOLE_ATOL", "WHOLE_FEEDBACK", "precision_feedback"]  # the policy's words, from lib.value_grading
 
 
 def _grade_value(exercise: ValueExercise, answer: Any) -> CheckResult:
@@ -191,28 +154,13 @@ def _grade_value(exercise: ValueExercise, answer: Any) -> CheckResult:
     hint = exercise.hints[0] if exercise.hints else ""
     if numbers is None:
         return CheckResult(exercise.id, INCORRECT, problem, hint=hint)
-    rule = tolerance(exercise)
-
-    def close(value: Any, atol: float = rule.atol) -> bool:
-        return bool(np.allclose(numbers, np.asarray(value, dtype=np.float64), atol=atol, rtol=rule.rtol))
-
     shown = np.array2string(numbers, precision=4, suppress_small=True, separator=", ")
-    if close(exercise.expected):
+    verdict = judge_value(exercise, numbers)
+    if verdict.correct:
         return CheckResult(exercise.id, CORRECT, f"{shown} is right.", explanation=exercise.explanation)
-
-    def wrong(feedback: str = "") -> CheckResult:
-        return CheckResult(
-            exercise.id, INCORRECT, f"{shown} is not it.", feedback=feedback, hint=hint, mistake=feedback
-        )
-
-    for known in exercise.wrong_answers:
-        if close(known.value):
-            return wrong(known.feedback)
-    if rule.whole and not np.all(np.abs(numbers - np.round(numbers)) <= WHOLE_ATOL):
-        return wrong(rule.rule)
-    if rule.near_atol is not None and close(exercise.expected, rule.near_atol) and _coarser(numbers, rule.decimals):
-        return wrong(rule.rule)
-    return wrong()
+    return CheckResult(
+        exercise.id, INCORRECT, f"{shown} is not it.", feedback=verdict.feedback, hint=hint, mistake=verdict.mistake
+    )
 
 
 # --- functions ------------------------------------------------------------------------

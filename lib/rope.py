@@ -21,8 +21,9 @@ Shape letters used in the comments:
 
 Two layouts of the pairs are in use, and a checkpoint only works with the one it was
 trained with:
-    "half"         pairs coordinate i with i + D/2 (GPT-NeoX, LLaMA, HF ``rotate_half``);
-    "interleaved"  pairs coordinate 2i with 2i + 1 (RoFormer, GPT-J).
+    "half"         pairs coordinate i with i + D/2 (GPT-NeoX, LLaMA in the Hugging Face
+                   format, HF ``rotate_half``);
+    "interleaved"  pairs coordinate 2i with 2i + 1 (RoFormer, GPT-J, Meta's own LLaMA code).
 The two compute the same thing up to a fixed permutation of the coordinates.
 """
 
@@ -137,8 +138,9 @@ def apply_rope(
         base: sets the frequencies base^(-2i/D) (10000 in RoFormer and LLaMA 1-2; LLaMA 3
             uses 500000).
         freqs: (D/2,) frequencies in radians per position; overrides ``base``.
-        layout: "half" pairs i with i + D/2 (GPT-NeoX, LLaMA); "interleaved" pairs 2i
-            with 2i + 1 (RoFormer, GPT-J).
+        layout: "half" pairs i with i + D/2 (GPT-NeoX, LLaMA in the Hugging Face format);
+            "interleaved" pairs 2i with 2i + 1 (RoFormer, GPT-J, Meta's own LLaMA code).
+            ``interleaved_to_half`` converts a checkpoint's W_q and W_k between the two.
 
     Returns:
         A tensor like x (same shape, dtype and device): each pair (a, b) becomes

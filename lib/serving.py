@@ -30,7 +30,7 @@ import torch
 
 from lib.gpt import GPT
 from lib.kv_cache import CacheFullError, KVCache, PagedKVCache, blocks_needed, kv_cache_bytes
-from lib.validation import positive_int
+from lib.validation import multiple_of, positive_int
 
 __all__ = [
     "Request",
@@ -303,8 +303,8 @@ def mean_pool_kv_heads(model: GPT, n_kv_heads: int) -> GPT:
     """
     config = model.config
     n_kv_heads = positive_int("n_kv_heads", n_kv_heads)
-    if config.n_kv_heads % n_kv_heads:
-        raise ValueError(f"n_kv_heads={n_kv_heads} must divide the model's n_kv_heads={config.n_kv_heads}")
+    why = "each pooled KV head is the mean of a whole group"
+    multiple_of("the model's n_kv_heads", config.n_kv_heads, "n_kv_heads", n_kv_heads, why)
     pooled_config = dataclasses.replace(config, n_kv_heads=n_kv_heads)
     with torch.random.fork_rng(devices=[]):  # the fresh init is overwritten: leave the caller's RNG alone
         pooled = GPT(pooled_config)

@@ -22,6 +22,8 @@ grade, computed with the answer key) and ``lib.grade_reports`` (table, summary, 
 feedback files):
 
     python -m lib.student copy chapters student            # write missing student copies
+    python -m lib.student copy chapters student --variant ada        # with Ada's own numbers
+    python -m lib.student copy chapters copies --roster class.csv    # copies/<name>/ for each student
     python -m lib.student grade submissions/*/*.ipynb      # run and grade; a table per student
     python -m lib.student grade ... --json grades.json     # the same, with what check() said
     python -m lib.student grade ... --csv book.csv         # the gradebook: a row per notebook
@@ -46,9 +48,11 @@ from pathlib import Path
 
 import nbformat
 
+from lib import variants
 from lib.batch_grading import GradeReport, SandboxUnavailable, grade_notebooks
 from lib.grade_reports import class_summary, format_table, write_csv, write_feedback
 from lib.grading_process import DEFAULT_TIME_LIMIT_S, available_cores
+from lib.roster import RosterError, read_roster
 
 __all__ = ["BEGIN", "END", "defined_names", "strip_solutions", "student_notebook", "make_student_copy", "main"]
 
@@ -134,18 +138,38 @@ def student_notebook(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return notebook
 
 
-def make_student_copy(notebook_path: Path, out_dir: Path, *, overwrite: bool = False) -> tuple[Path, bool]:
-    """Write the student copy of ``notebook_path`` into ``out_dir``.
+def with_numbers(notebook: nbformat.NotebookNode, variant: str | None = None) -> nbformat.NotebookNode:
+    """``notebook`` (changed in place) with its questions' MyST substitutions (``{{ ex_1_new_values_a }}``)
+    written out: the student ``variant``'s numbers (``lib.variants``), the book's when None."""
+    values = variants.substitutions(variant)
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown":
+            cell.source = variants.render(cell.source, values)
+    myst = notebook.metadata.get("myst", {})
+    myst.pop("substitutions", None)
+    if not myst:
+        notebook.metadata.pop("myst", None)
+    return notebook
+
+
+def make_student_copy(
+    notebook_path: Path, out_dir: Path, *, overwrite: bool = False, variant: str | None = None
+) -> tuple[Path, bool]:
+    """Write the student copy of ``notebook_path`` into ``out_dir``, its questions showing the
+    numbers of the student ``variant`` (``lib.variants``; the book's numbers when None).
 
     Returns (path, written). A copy that exists already is the learner's work: it is kept
-    as it is (written is False) unless ``overwrite`` is given.
+    as it is (written is False) unless ``overwrite`` is given. With a variant, ``out_dir``
+    also gets the ``lib.variants.VARIANT_FILE`` that makes check() grade those numbers there.
     """
     out_path = Path(out_dir) / Path(notebook_path).name
     if out_path.exists() and not overwrite:
         return out_path, False
-    notebook = student_notebook(nbformat.read(notebook_path, as_version=4))
+    notebook = with_numbers(student_notebook(nbformat.read(notebook_path, as_version=4)), variant)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, out_path)
+    if variant is not None:
+        (out_path.parent / variants.VARIANT_FILE).write_text(variant.strip() + "\n", encoding="utf-8")
     return out_path, True
 
 
@@ -170,6 +194,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     copy_command.add_argument(
         "--overwrite", action="store_true", help="replace existing copies (a learner's work is lost)"
     )
+    who = copy_command.add_mutually_exclusive_group()
+    who.add_argument("--variant", metavar="NAME", help="the questions show the numbers drawn for this student")
+    who.add_argument("--roster", type=Path, metavar="FILE", help="a copy per student of the class list, in OUT/<name>/")
     grade = commands.add_parser("grade", help="execute notebooks and report each exercise's status")
     grade.add_argument("notebooks", type=Path, nargs="+")
     grade.add_argument(
@@ -197,16 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.command == "copy":
-        failed = 0
-        for path in sorted(args.source.glob("*.ipynb")):
-            try:
-                out, written = make_student_copy(path, args.out, overwrite=args.overwrite)
-            except ValueError as error:  # nothing is written: a copy must never carry an answer
-                print(f"{path}: no copy written: {error}")
-                failed += 1
-                continue
-            print(f"{out}  ({'written' if written else 'kept: it exists already'})")
-        return 1 if failed else 0
+        return _copy(args)
 
     def on_report(report: GradeReport) -> None:
         print(f"graded {report.notebook}: {report.n_correct}/{len(report.exercises)} correct in {report.seconds:g} s")
@@ -246,6 +264,35 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_feedback(report, args.feedback)
         print(f"wrote feedback for {len(reports)} notebook{'s' if len(reports) != 1 else ''} in {args.feedback}")
     return 0
+
+
+def _copy(args: argparse.Namespace) -> int:
+    if args.roster is not None:
+        try:
+            students = [(name, args.out / name) for name in read_roster(args.roster)]
+        except RosterError as error:
+            print(f"no copies written: {error}", file=sys.stderr)
+            return 2
+        for name, _ in students:
+            if Path(name).name != name or name in (".", ".."):
+                print(f"no copies written: roster name {name!r} cannot be a folder name", file=sys.stderr)
+                return 2
+    else:
+        students = [(args.variant, args.out)]
+    if args.variant is not None and not args.variant.strip():
+        print("no copies written: --variant needs a student name", file=sys.stderr)
+        return 2
+    failed = 0
+    for name, folder in students:
+        for path in sorted(args.source.glob("*.ipynb")):
+            try:
+                out, written = make_student_copy(path, folder, overwrite=args.overwrite, variant=name)
+            except ValueError as error:  # nothing is written: a copy must never carry an answer
+                print(f"{path}: no copy written: {error}")
+                failed += 1
+                continue
+            print(f"{out}  ({'written' if written else 'kept: it exists already'})")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ import torch
 from lib.masks import zero_unread_keys
 from lib.online_softmax import finite_or_zero, online_softmax_update
 from lib.tiling import BLOCK_K, BLOCK_Q, GroupedHeads, Tiling
-from lib.validation import is_integer, optional_positive_int, resolve_scale, validate_attention_inputs
+from lib.validation import optional_positive_int, positive_int, resolve_scale, validate_attention_inputs
 
 __all__ = ["tiled_attention", "TiledAttention"]
 
@@ -252,6 +252,23 @@ def _backward(grad_out, heads: GroupedHeads, out, lse, tiling: Tiling):
     return dq, dk, dv
 
 
+def _zero_unread(k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, window: int | None, n_queries: int):
+    """k and v with every key that no query may read set to 0: those the mask hides from every query,
+    and, with a window, those older than the first query's window (queries at M - N .. M - 1 read keys
+    after M - N - window). A masked score is -inf and its probability 0, but 0 · NaN is NaN: a NaN or
+    inf key or value there would reach the output through P @ V (the plain loop visits every tile)
+    and q's gradient through dS @ K."""
+    if mask is not None:
+        allowed = mask if mask.dtype == torch.bool else mask != float("-inf")
+        k, v = zero_unread_keys(k, allowed), zero_unread_keys(v, allowed)  # (..., Hkv, M, ·)
+    n_keys = k.shape[-2]
+    first_read = n_keys - n_queries - window + 1 if window is not None else 0  # the oldest key any query reads
+    if first_read > 0:
+        too_old = (torch.arange(n_keys, device=k.device) < first_read)[:, None]  # (M, 1)
+        k, v = k.masked_fill(too_old, 0.0), v.masked_fill(too_old, 0.0)
+    return k, v
+
+
 class TiledAttention(torch.autograd.Function):
     """Saves q, k, v, the output and the row log-sum-exp: O(N) extra, never the (N, M) matrix."""
 
@@ -303,9 +320,7 @@ def tiled_attention(
     validate_attention_inputs(q, k, v, mask)
     window = optional_positive_int("window", window)
     scale = resolve_scale(scale, q)  # rejects inf, NaN and non-numbers, as attention does
-    if not is_integer(block_q) or not is_integer(block_k) or block_q < 1 or block_k < 1:
-        raise ValueError(f"block sizes must be positive integers, got block_q={block_q!r}, block_k={block_k!r}")
-    if mask is not None:
-        v = zero_unread_keys(v, mask if mask.dtype == torch.bool else mask != float("-inf"))  # no 0 · NaN from padding
-    tiling = Tiling(bool(is_causal), window, scale, int(block_q), int(block_k), bool(fast))
+    block_q, block_k = positive_int("block_q", block_q), positive_int("block_k", block_k)
+    k, v = _zero_unread(k, v, mask, window, q.shape[-2])
+    tiling = Tiling(bool(is_causal), window, scale, block_q, block_k, bool(fast))
     return TiledAttention.apply(q, k, v, mask, tiling)

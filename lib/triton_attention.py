@@ -5,40 +5,63 @@ batch × head) runs on the GPU: its query tile, running max m, running sum l and
 accumulator live in registers and shared memory (SRAM); keys and values stream in from
 HBM one block at a time; the (BLOCK_Q, BLOCK_K) score tile never leaves the chip.
 
-Without CUDA the kernel runs in Triton's interpreter (``TRITON_INTERPRET=1``, set below
-before triton is imported): slow, but the same code, so tests check it on a CPU. Subtle:
-triton reads the variable when first imported, and torch can import it on its own (its
-compiler stack does), so in a process that did that first, set it yourself beforehand
-(tests/conftest.py does).
+Without CUDA the kernel runs in Triton's interpreter (numpy under the hood): slow, but the
+same code, so tests check it on a CPU. Triton reads ``TRITON_INTERPRET=1`` when it is imported
+(its own library functions, tl.zeros and the rest, are built then) and again while a kernel is
+interpreted; this module sets it only for those moments, its import of triton and its own
+launches, and restores it after, so the rest of the process (torch's own Triton use included)
+never sees it. Subtle: torch can import triton first (its compiler stack does, FlopCounterMode
+included), without the interpreter; ``triton_attention`` then says so and what to do
+(tests/conftest.py imports this module before any test can).
 Where triton is not installed, ``TRITON_MISSING`` says so and ``triton_attention`` raises.
 
 Supported: q (B, H, N, D), k and v (B, Hkv, M, D) with H a multiple of Hkv; no mask or
-``is_causal`` (bottom-right, as everywhere in the book); fp32, fp16, bf16; any N, M and
-D <= 256. Forward only.
+``is_causal`` (bottom-right, as everywhere in the book); fp32, fp16, bf16 (bf16 on a GPU
+only: the interpreter computes tl.dot in numpy, which has no bfloat16, and is refused
+there); any N, M and D <= 256. Forward only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 
 import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")  # must precede `import triton`
+from lib.validation import validate_attention_inputs
 
-try:
-    import triton
-    import triton.language as tl
-except ImportError as error:  # pragma: no cover - exercised where triton is absent
-    triton = None
-    TRITON_MISSING = f"triton is not installed ({error}); `pip install triton` to run this kernel"
-else:
-    TRITON_MISSING = ""
+INTERPRETED = not torch.cuda.is_available()  # no GPU: the kernel runs in Triton's interpreter
+
+
+@contextlib.contextmanager
+def _interpreter_on(on: bool = True):
+    """TRITON_INTERPRET=1 while the block runs (when ``on``), then as it was: unset, or the caller's value."""
+    before = os.environ.get("TRITON_INTERPRET")
+    if on:
+        os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = before
+
+
+with _interpreter_on(INTERPRETED):  # only while triton builds its library (if it is imported first here)
+    try:
+        import triton
+        import triton.language as tl
+        from triton.runtime.interpreter import InterpretedFunction
+    except ImportError as error:  # pragma: no cover - exercised where triton is absent
+        triton = None
+        TRITON_MISSING = f"triton is not installed ({error}); `pip install triton` to run this kernel"
+    else:
+        TRITON_MISSING = ""
 
 if triton is not None:
 
-    @triton.jit
     def _attention_forward_kernel(
         q_ptr, k_ptr, v_ptr, out_ptr,
         stride_qb, stride_qh, stride_qn, stride_qd,
@@ -110,6 +133,12 @@ if triton is not None:
             out_tile.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & dim_ok[None, :],
         )  # fmt: skip
 
+    with _interpreter_on(INTERPRETED):
+        _attention_forward_kernel = triton.jit(_attention_forward_kernel)
+    # Interpreting needs triton's library functions built for the interpreter too: not so if torch
+    # imported triton before this module did.
+    INTERPRETER_BROKEN = INTERPRETED and not isinstance(tl.zeros, InterpretedFunction)
+
 
 def triton_attention(
     q: torch.Tensor,
@@ -132,27 +161,36 @@ def triton_attention(
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.ndim != 4:
             raise ValueError(f"{name} must be (B, heads, tokens, D), got {tuple(t.shape)}")
-    if k.shape != v.shape or q.shape[0] != k.shape[0] or q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"need q (B, H, N, D) and k, v (B, Hkv, M, D) of one shape: "
-            f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
-        )
+    validate_attention_inputs(q, k, v, None)  # dtypes, devices, batch axes, heads: as every attention path
+    if k.shape != v.shape:
+        raise ValueError(f"k and v must have one shape (d_v = d_k here), got k {tuple(k.shape)}, v {tuple(v.shape)}")
     batch, n_heads, n_queries, head_dim = q.shape
     n_kv_heads, n_keys = k.shape[1], k.shape[2]
-    if n_heads % n_kv_heads:
-        raise ValueError(f"q has {n_heads} heads, not a multiple of the {n_kv_heads} KV heads")
     if head_dim > 256:
         raise ValueError(f"head width {head_dim} > 256 is not supported")
-    if q.dtype != k.dtype or q.dtype != v.dtype:
-        raise TypeError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if INTERPRETED and INTERPRETER_BROKEN:
+        raise RuntimeError(
+            "triton was imported before lib.triton_attention without TRITON_INTERPRET=1 (torch's compiler stack, "
+            "FlopCounterMode included, imports it), so its library is built for a GPU and cannot be interpreted: "
+            "import lib.triton_attention first, or set TRITON_INTERPRET=1 before starting Python"
+        )
+    if INTERPRETED != (q.device.type == "cpu"):
+        where = "Triton's interpreter (no CUDA here) takes CPU" if INTERPRETED else "the compiled kernel takes CUDA"
+        raise ValueError(f"{where} tensors, got q on {q.device}")
+    if INTERPRETED and q.dtype == torch.bfloat16:
+        raise TypeError(
+            "bfloat16 runs on a GPU only: on CPU tensors Triton's interpreter computes tl.dot in numpy, "
+            "which has no bfloat16 (pass float16 or float32 on a CPU)"
+        )
     scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
     out = torch.empty_like(q)  # (B, H, N, D)
     grid = (triton.cdiv(n_queries, block_q), batch * n_heads)
-    _attention_forward_kernel[grid](
-        q, k, v, out, *q.stride(), *k.stride(), *v.stride(), *out.stride(),
-        n_heads, n_heads // n_kv_heads, n_queries, n_keys, head_dim, scale * math.log2(math.e),
-        IS_CAUSAL=is_causal, BLOCK_Q=block_q, BLOCK_K=block_k,
-        BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
-        INPUT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",  # fp32 stays exact; halves ignore it
-    )  # fmt: skip
+    with _interpreter_on(INTERPRETED):  # the interpreter reads it while it runs, too
+        _attention_forward_kernel[grid](
+            q, k, v, out, *q.stride(), *k.stride(), *v.stride(), *out.stride(),
+            n_heads, n_heads // n_kv_heads, n_queries, n_keys, head_dim, scale * math.log2(math.e),
+            IS_CAUSAL=is_causal, BLOCK_Q=block_q, BLOCK_K=block_k,
+            BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
+            INPUT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",  # fp32 stays exact; halves ignore it
+        )  # fmt: skip
     return out

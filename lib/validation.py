@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["validate_attention_inputs", "validate_module_inputs", "resolve_scale", "check_mask_type"]
 __all__ += ["check_mask_shape"]
 __all__ += ["is_integer", "positive_int", "non_negative_int", "optional_positive_int", "probability"]
+__all__ += ["multiple_of", "check_heads"]
 
 
 def validate_attention_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> None:
@@ -155,6 +156,46 @@ def optional_positive_int(name: str, value: object) -> int | None:
     if not is_integer(value) or value < 1:
         raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
     return int(value)
+
+
+def multiple_of(name: str, value: int, divisor_name: str, divisor: int, why: str = "") -> None:
+    """A ValueError naming both arguments and their values unless ``divisor`` divides ``value``.
+
+    >>> multiple_of("d_model", 30, "n_heads", 4)
+    Traceback (most recent call last):
+    ...
+    ValueError: d_model=30 is not a multiple of n_heads=4
+    """
+    if value % divisor:
+        raise ValueError(f"{name}={value} is not a multiple of {divisor_name}={divisor}" + (f": {why}" if why else ""))
+
+
+def check_heads(
+    n_heads: object, n_kv_heads: object = None, d_model: object = None, *, where: str = "", kv_name: str = "n_kv_heads"
+) -> tuple[int, int, int | None]:
+    """(n_heads, n_kv_heads, d_model) as ints, after the checks every multi-head module shares.
+
+    Each is a positive integer; ``n_kv_heads`` None means one KV head per query head and
+    ``d_model`` None skips its check. n_heads must divide d_model (each head takes d_model /
+    n_heads) and n_kv_heads must divide n_heads (each KV head serves as many query heads).
+    ``where`` (the caller's name) starts each message; ``kv_name`` is the caller's name for
+    its KV-head argument.
+
+    >>> check_heads(8, 2, 256)
+    (8, 2, 256)
+    >>> check_heads(4, 3, where="Block")
+    Traceback (most recent call last):
+    ...
+    ValueError: Block: n_heads=4 is not a multiple of n_kv_heads=3: each KV head serves the same number of query heads
+    """
+    prefix = f"{where}: " if where else ""
+    n_heads = positive_int(f"{prefix}n_heads", n_heads)
+    n_kv_heads = n_heads if n_kv_heads is None else positive_int(f"{prefix}{kv_name}", n_kv_heads)
+    if d_model is not None:
+        d_model = positive_int(f"{prefix}d_model", d_model)
+        multiple_of(f"{prefix}d_model", d_model, "n_heads", n_heads, "each head takes d_model / n_heads")
+    multiple_of(f"{prefix}n_heads", n_heads, kv_name, n_kv_heads, "each KV head serves the same number of query heads")
+    return n_heads, n_kv_heads, d_model
 
 
 def probability(name: str, value: object) -> float:

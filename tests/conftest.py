@@ -1,17 +1,16 @@
 """Test-wide setup.
 
-Triton reads TRITON_INTERPRET when triton.language is first imported, and torch may import
-triton on its own (FlopCounterMode pulls in torch's compiler stack). Set it before any test
-module is imported, so that on a machine without CUDA the kernels run in the interpreter.
+lib.triton_attention is imported before any test module: without CUDA its kernel runs in
+Triton's interpreter, which needs triton imported with TRITON_INTERPRET=1, and torch may import
+triton on its own first (FlopCounterMode pulls in torch's compiler stack). The module sets the
+variable only for that import and its own launches; the process's environment is left as it
+was (tests/test_triton_attention.py checks that).
 """
-
-import os
 
 import pytest
 import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+import lib.triton_attention  # noqa: F401  (before FlopCounterMode can import triton)
 
 
 @pytest.fixture

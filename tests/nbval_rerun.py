@@ -9,6 +9,9 @@ other failure fails at once, with no rerun.
 
     python -m pytest -p tests.nbval_rerun tests chapters --nbval-lax --nbval-cell-timeout=300 ...
 
+Under pytest-xdist (``-n 2``, as ``make test`` runs) the workers report to the controller,
+and only the controller reruns.
+
 The rerun keeps every argument that is not a path and replaces the paths by the notebooks
 that timed out.
 """
@@ -69,8 +72,8 @@ def _from_here(path: Path) -> str:
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Generator[None]:
     result = yield  # the first run's summary is printed by now
-    if exitstatus == 0 or not timed_out:
-        return result
+    if exitstatus == 0 or not timed_out or hasattr(session.config, "workerinput"):
+        return result  # under pytest-xdist only the controller, which sees every report, reruns
     notebooks = [_from_here(session.config.rootpath / path) for path in timed_out]
     names = ", ".join(notebooks)
     if other_failures:

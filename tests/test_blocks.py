@@ -308,7 +308,7 @@ def test_block_dropout_only_in_training():
 @pytest.mark.parametrize(
     "kwargs,match",
     [
-        (dict(d_model=10, n_heads=3), "d_model=10 is not divisible by n_heads=3"),
+        (dict(d_model=10, n_heads=3), "Block: d_model=10 is not a multiple of n_heads=3"),
         (dict(d_model=16, n_heads=4, n_kv_heads=3), "n_kv_heads=3"),
         (dict(d_model=16, n_heads=4, norm="batch"), "'batch'"),
         (dict(d_model=16, n_heads=4, ffn="moe"), "'moe'"),

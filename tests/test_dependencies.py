@@ -11,9 +11,13 @@ import sys
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
-import pytest
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
 
-tomllib = pytest.importorskip("tomllib")  # the standard library from Python 3.11
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pyproject.toml supports Python 3.10, where requirements.txt installs tomli (the same parser)
+    import tomli as tomllib
 
 ROOT = Path(__file__).parent.parent
 
@@ -76,3 +80,32 @@ def test_the_optional_references_are_only_imports_that_lib_guards():
                     (guarded if id(node) in in_try else unguarded).add(_name(dist))
     assert optional <= guarded, f"not imported by lib inside a try: {sorted(optional - guarded)}"
     assert not optional & unguarded, f"imported by lib without a guard: {sorted(optional & unguarded)}"
+
+
+def _requirements(path: Path) -> list[Requirement]:
+    lines = (line.split("#")[0].strip() for line in path.read_text().splitlines())
+    return [Requirement(line) for line in lines if line]
+
+
+def test_every_requirement_is_pinned_by_the_constraints_at_a_version_it_admits():
+    """make venv installs requirements.txt under constraints.txt: each requirement that applies here has
+    exactly one pin there (==), inside the requirement's own range, so the two cannot drift apart."""
+    environment = default_environment()
+    pins = {}
+    for constraint in _requirements(ROOT / "constraints.txt"):
+        assert [spec.operator for spec in constraint.specifier] == ["=="], f"not a pin: {constraint}"
+        if constraint.marker is None or constraint.marker.evaluate(environment):
+            assert _name(constraint.name) not in pins, f"pinned twice: {constraint.name}"
+            pins[_name(constraint.name)] = next(iter(constraint.specifier)).version
+    unpinned, outside = [], []
+    for requirement in _requirements(ROOT / "requirements.txt"):
+        if requirement.marker is not None and not requirement.marker.evaluate(environment):
+            continue
+        version = pins.get(_name(requirement.name))
+        if version is None:
+            unpinned.append(requirement.name)
+        elif not requirement.specifier.contains(version, prereleases=True):
+            outside.append(f"{requirement.name}=={version} is outside {requirement.specifier}")
+    if sys.version_info >= (3, 11):  # the constraints apply from Python 3.11 (their markers say so)
+        assert not unpinned, f"constraints.txt pins none of: {unpinned}"
+    assert not outside, "; ".join(outside)

@@ -10,6 +10,7 @@ from lib.digits import (
     TRAINING,
     SmallCNN,
     accuracy,
+    cnn_variant_logits,
     fit_classifier,
     load_digits_split,
     train_digits,
@@ -146,3 +147,26 @@ def test_shifted_takes_a_numpy_shift_and_refuses_a_bool():
     assert torch.equal(shifted(images, np.int64(1)), shifted(images, 1))
     with pytest.raises(ValueError, match=r"dx must be an integer in 0\.\.3"):
         shifted(images, True)
+
+
+def test_cnn_variant_logits_is_the_forward_pass_by_default_and_changes_what_it_says():
+    torch.manual_seed(0)
+    model = SmallCNN(width=4).eval()
+    images = torch.rand(3, 1, 8, 8) * 2 - 1
+    assert torch.allclose(cnn_variant_logits(model, images), model(images), atol=1e-6)
+    # padding with -1 equals padding the image by hand and convolving without padding
+    padded = torch.nn.functional.pad(images, (1, 1, 1, 1), value=-1.0)
+    conv = model.features[0]
+    manual = torch.nn.functional.conv2d(padded, conv.weight, conv.bias)
+    x = manual
+    for layer in list(model.features)[1:-1]:
+        x = layer(x)
+    expected = model.head(x.mean(dim=(-2, -1)))
+    assert torch.allclose(cnn_variant_logits(model, images, first_padding=-1.0), expected, atol=1e-6)
+    # pooling over every row and column of the 4 x 4 map is the model's own pool
+    assert torch.allclose(cnn_variant_logits(model, images, pool_rows=slice(0, 4)), model(images), atol=1e-6)
+    assert not torch.allclose(cnn_variant_logits(model, images, pool_rows=slice(1, 3)), model(images), atol=1e-6)
+    with pytest.raises(ValueError, match="selects no position"):
+        cnn_variant_logits(model, images, pool_rows=slice(9, 12))
+    with pytest.raises(TypeError, match="model must be a SmallCNN"):
+        cnn_variant_logits(torch.nn.Linear(2, 2), images)

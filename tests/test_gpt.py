@@ -255,3 +255,69 @@ def test_numpy_integer_sizes_build_a_model():
     assert type(config.d_model) is int
     model = GPT(config).eval()
     assert model(_prompt()).shape == (2, 7, 50)
+
+
+def _capstone_sized(max_len):
+    """The capstone's shape (lib.capstone.CAPSTONE_MODEL) with a longer context, attention made sharp."""
+    from lib.capstone import CAPSTONE_MODEL
+
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=512, **{**CAPSTONE_MODEL, "max_len": max_len})).eval()
+    with torch.no_grad():
+        for block in model.blocks:
+            block.attn.q_proj.weight.mul_(10)
+            block.attn.k_proj.weight.mul_(10)
+    return model
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_half_precision_cast_leaves_rope_in_full_precision(dtype):
+    """model.to(bfloat16 / float16) keeps RoPE's frequencies in float32, so the logits differ from
+    float32's by the dtype's own rounding (measured: 2.7 eps for both), where frequencies rounded
+    to the dtype, as a floating buffer was, give 12.6 eps (bfloat16) and 68 eps (float16)."""
+    import copy
+
+    model = _capstone_sized(max_len=1024)
+    idx = torch.randint(0, 512, (1, 1024), generator=torch.Generator().manual_seed(1))
+    half = copy.deepcopy(model).to(dtype)
+    assert half.freqs.dtype == torch.float32 and torch.equal(half.freqs, model.freqs)
+    cos, sin = half.rotation(0, 1024, "cpu", dtype)  # (T, D/2) each, in the model's dtype
+    angles = torch.arange(1024, dtype=torch.float64)[:, None] * model.freqs.double()  # (T, D/2)
+    eps = torch.finfo(dtype).eps
+    assert cos.dtype == dtype and (cos.double() - angles.cos()).abs().max() <= eps / 2  # rounding alone
+    assert (sin.double() - angles.sin()).abs().max() <= eps / 2
+    broken = copy.deepcopy(half)  # the old bug: the frequencies rounded to the model's dtype
+    broken.freqs = half.freqs.to(dtype).float()
+    broken._rotations.clear()
+    with torch.no_grad():
+        want = model(idx)
+        scale = want.abs().max()
+        error = (half(idx).float() - want).abs().max() / scale
+        broken_error = (broken(idx).float() - want).abs().max() / scale
+    assert error <= 4 * eps, f"{dtype}: logits off by {error / eps:.1f} eps"
+    assert broken_error > 4 * eps  # the test tells the two apart
+
+
+def test_rope_tables_are_cached_per_device_dtype_and_length():
+    model = _model()
+    first = model.rotation(0, 10, "cpu", torch.float32)
+    again = model.rotation(3, 7, "cpu", torch.float32)
+    assert again[0].data_ptr() == first[0][3:].data_ptr()  # a slice of the same table, not a new one
+    assert len(model._rotations) == 1
+    double = model.rotation(0, 10, "cpu", torch.float64)
+    assert double[0].dtype == torch.float64 and len(model._rotations) == 2
+    torch.testing.assert_close(first[0], double[0].float(), atol=0, rtol=0)
+    model.config.max_len = 60  # a longer context: a new, longer table
+    assert model.rotation(0, 60, "cpu", torch.float32)[0].shape == (60, TINY["d_model"] // TINY["n_heads"] // 2)
+    with pytest.raises(ValueError, match="exceed max_len=60"):
+        model.rotation(50, 11, "cpu", torch.float32)
+    with pytest.raises(ValueError, match="start must be a non-negative integer"):
+        model.rotation(-1, 2, "cpu", torch.float32)
+
+
+def test_the_rope_frequencies_are_no_buffer_and_the_state_dict_is_unchanged():
+    """Cached trained models (.cache/trained) load: the frequencies were a non-persistent buffer and
+    are a plain attribute now, so the state_dict holds the same keys."""
+    model = _model()
+    assert "freqs" not in dict(model.named_buffers()) and "freqs" not in model.state_dict()
+    _model().load_state_dict(model.state_dict())  # strict

@@ -276,7 +276,7 @@ def test_segment_mask_equals_separate_documents():
 @pytest.mark.parametrize(
     "kwargs, words",
     [
-        ({"d_model": 30, "n_heads": 4}, "d_model=30 is not divisible by n_heads=4"),
+        ({"d_model": 30, "n_heads": 4}, "d_model=30 is not a multiple of n_heads=4: each head takes d_model / n_heads"),
         ({"d_model": 32, "n_heads": 4, "n_kv_heads": 3}, "n_heads=4 is not a multiple of n_kv_heads=3"),
         ({"d_model": 32, "n_heads": 0}, "n_heads must be a positive integer"),
         ({"d_model": 32, "n_heads": 4, "dropout": 1.0}, "dropout must be a probability"),

@@ -9,6 +9,7 @@ import nbformat
 from nbval_rerun import rerun_arguments
 
 ROOT = Path(__file__).parent.parent
+TIMEOUT_S = 4  # a cell's limit here: the stalling cell sleeps far past it
 
 # The first run of this cell sleeps past the cell timeout, as a stalled kernel would; the
 # rerun finds the flag file and goes on.
@@ -28,8 +29,10 @@ def write_notebook(path: Path, *sources: str) -> Path:
     return path
 
 
-def run_pytest(*paths: Path) -> subprocess.CompletedProcess:
-    args = ["-p", "tests.nbval_rerun", "--nbval-lax", "--nbval-current-env", "--nbval-cell-timeout=10"]
+def run_pytest(*paths: Path, workers: int = 0) -> subprocess.CompletedProcess:
+    args = ["-p", "tests.nbval_rerun", "--nbval-lax", "--nbval-current-env", f"--nbval-cell-timeout={TIMEOUT_S}"]
+    if workers:  # as make test runs: pytest-xdist, a notebook's cells on one worker
+        args += ["-n", str(workers), "--dist", "loadscope"]
     return subprocess.run(
         [sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider", *map(str, paths)],
         cwd=ROOT,
@@ -41,8 +44,8 @@ def run_pytest(*paths: Path) -> subprocess.CompletedProcess:
 
 def test_a_notebook_that_timed_out_is_rerun_once_and_the_output_says_so(tmp_path):
     notebook = write_notebook(tmp_path / "stalls_once.ipynb", STALLS_ONCE, "print('after')")
-    run = run_pytest(notebook)
-    assert "Timeout of 10 seconds exceeded" in run.stdout
+    run = run_pytest(notebook, workers=1)
+    assert f"Timeout of {TIMEOUT_S} seconds exceeded" in run.stdout
     assert f"nbval_rerun: a cell timed out in {notebook}" in run.stdout
     assert "rerunning once" in run.stdout
     assert f"nbval_rerun: the rerun of {notebook} passed" in run.stdout

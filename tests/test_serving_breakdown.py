@@ -75,7 +75,7 @@ def test_pooled_weights_are_the_group_means():
     k = model.blocks[1].attn.k_proj.weight.view(4, 8, 32)  # (Hkv, D, C)
     expected = torch.stack((k[:2].mean(0), k[2:].mean(0)))  # consecutive heads form a group
     torch.testing.assert_close(pooled.blocks[1].attn.k_proj.weight.view(2, 8, 32), expected)
-    with pytest.raises(ValueError, match="divide"):
+    with pytest.raises(ValueError, match="the model.s n_kv_heads=4 is not a multiple of n_kv_heads=3"):
         mean_pool_kv_heads(model, 3)
 
 

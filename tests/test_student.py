@@ -8,7 +8,7 @@ import nbformat
 from _notebooks import write_notebook
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from lib import student
+from lib import student, variants
 from lib.grade_reports import TABLE_WIDTH
 from lib.student import BEGIN, defined_names, make_student_copy, strip_solutions
 
@@ -48,9 +48,12 @@ def test_student_copies_of_every_chapter_hide_the_answers_and_clear_outputs(tmp_
             if cell.cell_type == "code":
                 assert cell.outputs == [] and cell.execution_count is None, chapter.name
         assert "widgets" not in copy.metadata
-        # nothing but the solution cells changed
+        # nothing but the solution cells changed, and the questions' numbers written out (the book's)
+        book_numbers = variants.substitutions(None)
         assert [c.source for c in copy.cells if BEGIN not in c.source and "your answer here" not in c.source] == [
-            c.source for c in original.cells if BEGIN not in c.source
+            variants.render(c.source, book_numbers) if c.cell_type == "markdown" else c.source
+            for c in original.cells
+            if BEGIN not in c.source
         ]
 
 
@@ -160,3 +163,46 @@ def test_grade_makes_the_folders_of_its_reports_before_grading(tmp_path, monkeyp
     rows = json.loads((out / "g.json").read_text())
     assert rows[0]["problems"] == ["not graded: the hand-in is a symbolic link, not a notebook of its own"]
     assert (out / "g.csv").exists()
+
+
+CHAPTER_1 = next(c for c in CHAPTERS if c.name.startswith("01_"))
+
+
+def _markdown(path) -> str:
+    return "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown")
+
+
+def test_a_copy_shows_the_book_numbers_or_a_students_own(tmp_path):
+    book, _ = make_student_copy(CHAPTER_1, tmp_path / "book")
+    ada, _ = make_student_copy(CHAPTER_1, tmp_path / "ada", variant="ada")
+    assert "{{" not in _markdown(book) and "{{" not in _markdown(ada)
+    assert not (tmp_path / "book" / variants.VARIANT_FILE).exists()
+    assert (tmp_path / "ada" / variants.VARIANT_FILE).read_text().strip() == "ada"
+    numbers = variants.substitutions("ada")
+    defaults = variants.substitutions(None)
+    chapter_keys = [k for k in numbers if k.startswith("ex_1_")]
+    assert chapter_keys
+    text = _markdown(ada)
+    assert f"[{numbers['ex_1_new_values_a']}, 0] and $v_2$ = [0, {numbers['ex_1_new_values_b']}]" in text
+    assert f"[{defaults['ex_1_new_values_a']}, 0] and $v_2$ = [0, {defaults['ex_1_new_values_b']}]" in _markdown(book)
+    assert "myst" not in nbformat.read(ada, as_version=4).metadata  # the defaults are not left beside the numbers
+
+
+def test_copy_roster_writes_each_student_a_folder_of_their_own(tmp_path, capsys):
+    chapters = tmp_path / "chapters"
+    chapters.mkdir()
+    (chapters / CHAPTER_1.name).write_bytes(CHAPTER_1.read_bytes())
+    roster = tmp_path / "class.csv"
+    roster.write_text("email,student\na@x,ada\ng@x,grace\n")
+    assert student.main(["copy", str(chapters), str(tmp_path / "out"), "--roster", str(roster)]) == 0
+    for name in ("ada", "grace"):
+        assert (tmp_path / "out" / name / variants.VARIANT_FILE).read_text().strip() == name
+        assert (tmp_path / "out" / name / CHAPTER_1.name).exists()
+    assert _markdown(tmp_path / "out" / "ada" / CHAPTER_1.name) != _markdown(
+        tmp_path / "out" / "grace" / CHAPTER_1.name
+    )
+    roster.write_text("ada\n../evil\n")
+    assert student.main(["copy", str(chapters), str(tmp_path / "x"), "--roster", str(roster)]) == 2
+    assert "cannot be a folder name" in capsys.readouterr().err and not (tmp_path / "x").exists()
+    assert student.main(["copy", str(chapters), str(tmp_path / "y"), "--variant", "ada"]) == 0
+    assert (tmp_path / "y" / variants.VARIANT_FILE).exists()

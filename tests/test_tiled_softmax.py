@@ -144,8 +144,10 @@ def test_bad_input_is_reported_like_lib_attention():
     with pytest.raises(ValueError, match="not a multiple"):
         tiled_attention(q, k, v)
     q, k, v = random_qkv((1,), 2, 2, 5, 5, 4, 4, dtype=torch.float64)
-    with pytest.raises(ValueError, match="block sizes must be positive"):
+    with pytest.raises(ValueError, match="block_q must be a positive integer, got 0"):
         tiled_attention(q, k, v, block_q=0)
+    with pytest.raises(ValueError, match="block_k must be a positive integer, got 2.0"):
+        tiled_attention(q, k, v, block_k=2.0)
 
 
 # --- sliding windows: only the band's tiles, equal to masked dense attention ---------------

@@ -1,6 +1,7 @@
 """lib.validation: each check names the argument and the shapes it saw."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -66,3 +67,59 @@ def test_integer_checks_accept_numpy_integers_and_refuse_bools():
     assert optional_positive_int("top_k", None) is None and optional_positive_int("top_k", np.uint8(2)) == 2
     with pytest.raises(ValueError, match=r"top_k must be a positive integer or None, got 0"):
         optional_positive_int("top_k", 0)
+
+
+def test_check_heads_names_the_argument_and_the_values():
+    from lib.validation import check_heads
+
+    assert check_heads(8, None, 64) == (8, 8, 64)
+    assert check_heads(np.int64(8), np.int32(2)) == (8, 2, None)
+    with pytest.raises(ValueError, match=r"^X: d_model=30 is not a multiple of n_heads=4: each head takes"):
+        check_heads(4, 2, 30, where="X")
+    with pytest.raises(ValueError, match=r"^n_heads=6 is not a multiple of kv_heads=4: each KV head serves"):
+        check_heads(6, 4, kv_name="kv_heads")
+    with pytest.raises(ValueError, match=r"^X: n_kv_heads must be a positive integer, got 0"):
+        check_heads(4, 0, where="X")
+    with pytest.raises(ValueError, match=r"^n_heads must be a positive integer, got True"):
+        check_heads(True)
+
+
+# Every module that takes head counts, called with heads that do not divide: the one check's message.
+def _heads_callers():
+    import torch
+
+    from lib.attention import MultiHeadAttention
+    from lib.blocks import Block
+    from lib.costs import block_weights
+    from lib.decode_costs import decode_step
+    from lib.gpt import GPTConfig
+    from lib.tiled_softmax import tiled_attention
+
+    q, k = torch.zeros(1, 6, 4, 8), torch.zeros(1, 4, 4, 8)
+    return [
+        (lambda: MultiHeadAttention(32, 4, n_kv_heads=3), "n_heads=4 is not a multiple of n_kv_heads=3"),
+        (lambda: Block(30, 4), "Block: d_model=30 is not a multiple of n_heads=4"),
+        (lambda: block_weights(64, n_heads=4, n_kv_heads=3), "block_weights: n_heads=4 is not a multiple of n_kv"),
+        (
+            lambda: decode_step(params=10, layers=1, n_heads=4, kv_heads=3, head_dim=8, context=4),
+            "decode_step: n_heads=4 is not a multiple of kv_heads=3",
+        ),
+        (lambda: GPTConfig(d_model=30, n_heads=4, n_kv_heads=2), "GPTConfig: d_model=30 is not a multiple of n_heads"),
+        (lambda: tiled_attention(q, k, k), "q has 6 heads, which is not a multiple of the 4 KV heads"),
+    ]
+
+
+@pytest.mark.parametrize("index", range(6))
+def test_every_module_reports_heads_that_do_not_divide_alike(index):
+    call, message = _heads_callers()[index]
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call()
+
+
+def test_mean_pooling_to_a_kv_head_count_that_does_not_divide_is_named():
+    from lib.gpt import GPT, GPTConfig
+    from lib.serving import mean_pool_kv_heads
+
+    model = GPT(GPTConfig(vocab_size=20, n_layers=1, d_model=32, n_heads=4, n_kv_heads=4, max_len=8))
+    with pytest.raises(ValueError, match=re.escape("the model's n_kv_heads=4 is not a multiple of n_kv_heads=3")):
+        mean_pool_kv_heads(model, 3)

@@ -39,10 +39,36 @@
       answer.every((x, i) => Math.abs(x - flat[i]) <= atol + rtol * Math.abs(flat[i]));
   }
 
-  // True when every number has fewer decimals than asked for (7.6 when 2 are asked for).
-  function coarser(numbers, decimals) {
-    const scale = Math.pow(10, decimals - 1);
-    return numbers.every((x) => Math.abs(x - Math.round(x * scale) / scale) <= 1e-9);
+  // How many decimals a number was given with: 4 -> 0, -0.73 -> 2 (lib/value_grading.py's given_decimals).
+  function givenDecimals(x) {
+    for (let d = 0; d < 10; d++) {
+      const scale = Math.pow(10, d);
+      if (Math.abs(x - Math.round(x * scale) / scale) <= 1e-11 * Math.max(1, Math.abs(x))) return d;
+    }
+    return 10;
+  }
+
+  // [rounded, cut off]: whether the answer is the target rounded, or cut off, to the decimals each
+  // number was given with, where those are fewer than asked (for a count: any).
+  function readAsGiven(exercise, numbers, given, target) {
+    const flat = flatten(target);
+    let rounded = true;
+    let cutOff = true;
+    numbers.forEach((x, i) => {
+      const v = flat[i];
+      const coarse = exercise.whole ? given[i] > 0 : exercise.decimals !== null && given[i] < exercise.decimals;
+      const half = 0.5 * Math.pow(10, -given[i]) * (1 + 1e-6);
+      const asked = Math.abs(x - v) <= exercise.atol;
+      const digit = x !== 0 || Math.abs(v) <= exercise.atol;
+      const r = asked || (coarse && digit && Math.abs(x - v) <= half);
+      const scale = Math.pow(10, given[i]);
+      const cut = Math.abs(x - Math.trunc(v * scale * (1 + 1e-12)) / scale) <= 1e-9 * Math.max(1, Math.abs(x));
+      rounded = rounded && r;
+      cutOff = cutOff && (r || (digit && cut && exercise.decimals !== null && given[i] <= exercise.decimals));
+    });
+    if (exercise.whole) return [rounded, false];
+    if (exercise.decimals === null) return [false, false];
+    return [rounded, cutOff];
   }
 
   function grade(exercise, text) {
@@ -63,11 +89,26 @@
     const wrong = (feedback) => ({ status: "incorrect", message: "not quite.", feedback: feedback, hint: hint });
     const known = exercise.wrong_answers.find((w) => close(numbers, w.value, exercise.atol, exercise.rtol));
     if (known) return wrong(known.feedback);
-    if (exercise.whole && !numbers.every((x) => Math.abs(x - Math.round(x)) <= exercise.whole_atol)) {
-      return wrong(exercise.rule);
+    const given = numbers.map(givenDecimals);
+    const [rightRounded, rightCut] = readAsGiven(exercise, numbers, given, exercise.expected);
+    // Whether an entry given with fewer decimals than asked is needed to read the answer as target.
+    const coarser = (target) => {
+      const flat = flatten(target);
+      return exercise.decimals !== null &&
+        numbers.some((x, i) => given[i] < exercise.decimals && Math.abs(x - flat[i]) > exercise.atol);
+    };
+    if (exercise.decimals !== null) {  // the right answer cut off at the precision asked for: 8.95 for 8.955
+      const scale = Math.pow(10, exercise.decimals);
+      const flat = flatten(exercise.expected);
+      if (numbers.every((x, i) => Math.abs(x - Math.trunc(flat[i] * scale * (1 + 1e-12)) / scale) <= 1e-9)) {
+        return wrong(exercise.truncated_rule);
+      }
     }
-    if (exercise.near_atol !== null && close(numbers, exercise.expected, exercise.near_atol, 0) &&
-        coarser(numbers, exercise.decimals)) {
+    if (rightRounded && coarser(exercise.expected)) return wrong(exercise.rule);
+    const named = exercise.wrong_answers.find((w) => readAsGiven(exercise, numbers, given, w.value).some((x) => x));
+    if (named) return wrong(coarser(named.value) ? `${named.feedback} ${exercise.coarse_note}` : named.feedback);
+    if (rightCut) return wrong(coarser(exercise.expected) ? exercise.rule : exercise.truncated_rule);
+    if (exercise.whole && !numbers.every((x) => Math.abs(x - Math.round(x)) <= exercise.whole_atol)) {
       return wrong(exercise.rule);
     }
     return wrong("");

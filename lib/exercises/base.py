@@ -36,6 +36,11 @@ class ValueExercise:
     # places) and any answer rounded to that precision passes.
     whole: bool = False
     decimals: int | None = None
+    # Numbers of one's own (lib.variants): the numbers of the question, each a lib.variants.Param
+    # with the book's value and the values a student's variant may take, and ``make(**values)``,
+    # which builds this exercise (answer, named mistakes, question) for any choice of them.
+    params: tuple[Any, ...] = ()
+    make: Callable[..., ValueExercise] | None = None
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import torch
 from lib.attention import softmax
 from lib.drawn_cases import integer, normal, sizes
 from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswer
+from lib.variants import Param
 
 # --- Chapter 1: one attention read ----------------------------------------------------
 # The worked example: q = [1, 0]; keys [1, 0] and [0, 1]; values [2, 0] and [0, 4]; d_k = 2.
@@ -70,10 +71,95 @@ _MASK_NONE = _mix(_softmax_list(_MASK_SCORES))  # no mask: ≈ [1.0296, 2.8410]
 _MASK_TO_ZERO = _mix(_softmax_list((1.0, 0.0, 0.0)))  # key 2's score set to 0, not -inf: ≈ [2.4239, 1.2716]
 _MASK_AFTER = _mix([w if i != 1 else 0.0 for i, w in enumerate(_softmax_list(_MASK_SCORES))])  # ≈ [1.0296, 0.1801]
 
-# Exercise 1.7: coordinates of variance 4 (std 2) at d_k = 64.
-_COORD_VAR, _WIDE_D_K = 4.0, 64
-_WIDE_VAR = _WIDE_D_K * _COORD_VAR**2  # each product qᵢkᵢ has variance 4·4 = 16; 64 of them: 1024
-_WIDE_SCALE = 1 / math.sqrt(_WIDE_VAR)  # 1/32
+
+def _new_values(a: int, b: int) -> ValueExercise:
+    """1.new-values with the values v1 = [a, 0] and v2 = [0, b] (the book: a = 3, b = -2)."""
+    return ValueExercise(
+        id="1.new-values",
+        question=(
+            "Keep q = [1, 0] and the keys [1, 0] and [0, 1] of the worked example, but give the "
+            f"keys new values v1 = [{a}, 0] and v2 = [0, {b}]. What is the output?"
+            " Give each number to 2 decimal places."
+        ),
+        expected=[a * _W1, b * _W2],
+        explanation=(
+            f"The weights come from q and the keys only, so they stay [{_W1:.4f}, {_W2:.4f}]; the output "
+            f"mixes the new values: {_W1:.4f}·[{a}, 0] + {_W2:.4f}·[0, {b}] ≈ [{a * _W1:.4f}, {b * _W2:.4f}]."
+        ),
+        hints=("Which of q, k and v enter the scores? The values enter only the final weighted sum.",),
+        wrong_answers=(
+            WrongAnswer(_OUTPUT, "That is the worked example's output: the values decide what the query receives."),
+            WrongAnswer([float(a), 0.0], "That is the best-matching key's value. " + _NOT_BEST_MATCH),
+            WrongAnswer([a / 2, b / 2], "That is the plain average of the values; the weights are not equal here."),
+            WrongAnswer([_W1, _W2], "Those are the weights. The question asks for the output, Σ wᵢ vᵢ."),
+            WrongAnswer(
+                [a * _W1, -b * _W2],
+                f"Mind the sign: v2 = [0, {b}], so the second coordinate is negative. A convex mix of "
+                "values can point anywhere the values do.",
+            ),
+        ),
+        decimals=2,
+        params=(Param("a", 3, (3, 5, 6, 7)), Param("b", -2, (-2, -3, -5, -6))),
+        make=_new_values,
+    )
+
+
+def _wider_variance(variance: int, d_k: int) -> ValueExercise:
+    """1.wider-variance with coordinates of this variance at this d_k (the book: 4 and 64)."""
+    total = d_k * variance**2  # each product qᵢkᵢ has variance variance², and d_k of them add up
+    std = math.sqrt(total)
+    return ValueExercise(
+        id="1.wider-variance",
+        question=(
+            f"Now the coordinates of q and k are independent with mean 0 and variance {variance} (not 1), and "
+            f"d_k = {d_k}. What is Var(q·k), and what factor must the scores be multiplied by to bring their "
+            "variance back to 1? Answer [variance, factor]."
+            " Give each number to 3 decimal places."
+        ),
+        expected=[total, 1 / std],
+        explanation=(
+            f"Each product qᵢkᵢ has variance {variance} · {variance} = {variance**2}, and {d_k} of them add up to "
+            f"{total}. Multiplying by 1/√{total} = 1/{std:g} brings it back to 1; the usual 1/√d_k = "
+            f"1/{math.sqrt(d_k):g} assumes variance-1 coordinates and would leave a variance of {variance**2}."
+        ),
+        hints=("Var(qᵢkᵢ) = Var(qᵢ)·Var(kᵢ) for independent zero-mean factors; scaling by c multiplies Var by c².",),
+        wrong_answers=(
+            WrongAnswer(
+                [float(d_k), 1 / math.sqrt(d_k)],
+                f"That is the variance-1 case. Each product now has variance {variance} · {variance} = "
+                f"{variance**2}, not 1.",
+            ),
+            WrongAnswer(
+                [d_k * variance, 1 / math.sqrt(d_k * variance)],
+                f"You counted the variance {variance} once (or multiplied the standard deviations). Variances "
+                f"multiply: a product of two independent zero-mean factors of variance {variance} has variance "
+                f"{variance} · {variance} = {variance**2}.",
+            ),
+            WrongAnswer(
+                [total, 1 / math.sqrt(d_k)],
+                f"The variance is right, but 1/√d_k = 1/{math.sqrt(d_k):g} restores 1 only for variance-1 "
+                f"coordinates: it leaves {total}/{d_k} = {variance**2}. Divide by the standard deviation, "
+                f"√{total} = {std:g}.",
+            ),
+            WrongAnswer(
+                [total, 1 / total],
+                "Multiplying by c multiplies the variance by c²: dividing by the variance itself overshoots. "
+                f"Divide by the standard deviation, √{total} = {std:g}.",
+            ),
+            WrongAnswer(
+                [total, std],
+                f"{std:g} is what the scores must be divided by. The question asks for the factor to multiply "
+                f"them by: 1/{std:g}.",
+            ),
+            WrongAnswer(
+                [std, 1 / std], f"{std:g} is the standard deviation of q·k; its variance is the square, {total}."
+            ),
+        ),
+        decimals=3,
+        params=(Param("variance", 4, (2, 3, 4, 5)), Param("d_k", 64, (16, 64, 256))),
+        make=_wider_variance,
+    )
+
 
 CHAPTER_1 = (
     ValueExercise(
@@ -173,6 +259,11 @@ CHAPTER_1 = (
                 "(or you read the best match and ignored the mask).",
             ),
             WrongAnswer(
+                [(2.0 + 6.0) / 2, (0.0 + 2.0) / 2],
+                "That is the plain average of the two allowed values: the mask is right, but the scores still "
+                "weigh what is read. Take the softmax of the allowed scores [1, 0]: key 1 gets more weight.",
+            ),
+            WrongAnswer(
                 [6.0, 2.0],
                 "That is the value of the best allowed key. Attention does not pick a winner: after the mask, "
                 "keys 1 and 3 still share the weight.",
@@ -180,79 +271,8 @@ CHAPTER_1 = (
         ),
         decimals=2,
     ),
-    ValueExercise(
-        id="1.new-values",
-        question=(
-            "Keep q = [1, 0] and the keys [1, 0] and [0, 1] of the worked example, but give the "
-            "keys new values v1 = [3, 0] and v2 = [0, -2]. What is the output?"
-            " Give each number to 2 decimal places."
-        ),
-        expected=[3 * _W1, -2 * _W2],
-        explanation=(
-            f"The weights come from q and the keys only, so they stay [{_W1:.4f}, {_W2:.4f}]; the output "
-            f"mixes the new values: {_W1:.4f}·[3, 0] + {_W2:.4f}·[0, -2] ≈ [{3 * _W1:.4f}, {-2 * _W2:.4f}]."
-        ),
-        hints=("Which of q, k and v enter the scores? The values enter only the final weighted sum.",),
-        wrong_answers=(
-            WrongAnswer(_OUTPUT, "That is the worked example's output: the values decide what the query receives."),
-            WrongAnswer([3.0, 0.0], "That is the best-matching key's value. " + _NOT_BEST_MATCH),
-            WrongAnswer([1.5, -1.0], "That is the plain average of the values; the weights are not equal here."),
-            WrongAnswer([_W1, _W2], "Those are the weights. The question asks for the output, Σ wᵢ vᵢ."),
-            WrongAnswer(
-                [3 * _W1, 2 * _W2],
-                "Mind the sign: v2 = [0, -2], so the second coordinate is negative. A convex mix of "
-                "values can point anywhere the values do.",
-            ),
-        ),
-        decimals=2,
-    ),
-    ValueExercise(
-        id="1.wider-variance",
-        question=(
-            "Now the coordinates of q and k are independent with mean 0 and variance 4 (not 1), and "
-            "d_k = 64. What is Var(q·k), and what factor must the scores be multiplied by to bring their "
-            "variance back to 1? Answer [variance, factor]."
-            " Give each number to 3 decimal places."
-        ),
-        expected=[_WIDE_VAR, _WIDE_SCALE],
-        explanation=(
-            f"Each product qᵢkᵢ has variance 4 · 4 = 16, and 64 of them add up to {_WIDE_VAR:.0f}. Multiplying "
-            f"by 1/√{_WIDE_VAR:.0f} = 1/32 brings it back to 1; the usual 1/√d_k = 1/8 assumes variance-1 "
-            "coordinates and would leave a variance of 16."
-        ),
-        hints=("Var(qᵢkᵢ) = Var(qᵢ)·Var(kᵢ) for independent zero-mean factors; scaling by c multiplies Var by c².",),
-        wrong_answers=(
-            WrongAnswer(
-                [float(_WIDE_D_K), 1 / math.sqrt(_WIDE_D_K)],
-                "That is the variance-1 case. Each product now has variance 4 · 4 = 16, not 1.",
-            ),
-            WrongAnswer(
-                [_WIDE_D_K * _COORD_VAR, 1 / math.sqrt(_WIDE_D_K * _COORD_VAR)],
-                "You counted the variance 4 once (or multiplied the standard deviations, 2 · 2). Variances "
-                "multiply: a product of two independent zero-mean factors of variance 4 has variance "
-                "4 · 4 = 16.",
-            ),
-            WrongAnswer(
-                [_WIDE_VAR, 1 / math.sqrt(_WIDE_D_K)],
-                "The variance is right, but 1/√d_k = 1/8 restores 1 only for variance-1 coordinates: "
-                "it leaves 1024/64 = 16. Divide by the standard deviation, √1024 = 32.",
-            ),
-            WrongAnswer(
-                [_WIDE_VAR, 1 / _WIDE_VAR],
-                "Multiplying by c multiplies the variance by c²: dividing by the variance itself overshoots. "
-                "Divide by the standard deviation, √1024 = 32.",
-            ),
-            WrongAnswer(
-                [_WIDE_VAR, math.sqrt(_WIDE_VAR)],
-                "32 is what the scores must be divided by. The question asks for the factor to multiply them by: 1/32.",
-            ),
-            WrongAnswer(
-                [math.sqrt(_WIDE_VAR), _WIDE_SCALE],
-                "32 is the standard deviation of q·k; its variance is the square, 1024.",
-            ),
-        ),
-        decimals=3,
-    ),
+    _new_values(3, -2),
+    _wider_variance(4, 64),
 )
 
 

@@ -15,6 +15,7 @@ import torch
 from lib.attention import MultiHeadAttention, causal_mask, padding_mask
 from lib.drawn_cases import integer, normal, sizes
 from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswer
+from lib.variants import Param
 
 
 def _softmax(scores: list[float]) -> list[float]:
@@ -32,46 +33,117 @@ _AFTER_SOFTMAX = _ALL[0] * 1 + _ALL[1] * 3  # weight of key 3 zeroed, no renorma
 _UNMASKED = sum(w * v for w, v in zip(_ALL, _VALUES, strict=True))  # ≈ 5.0697
 _SCORE_ZERO = sum(w * v for w, v in zip(_softmax([2.0, 1.0, 0.0]), _VALUES, strict=True))  # ≈ 2.1197
 
-# --- 2.gqa-kv-params: d = 768, h = 12, n_kv_heads = 4, no biases; d_k = 768 / 12 = 64.
-_D, _H, _HKV = 768, 12, 4
-_DK = _D // _H
-_KV_PARAMS = 2 * _D * _HKV * _DK  # k_proj and v_proj: 2 · 768 · (4 · 64) = 393216
-_FULL_KV = 2 * _D * _D  # ordinary multi-head: 1179648
 
-CHAPTER_2 = (
-    ValueExercise(
+def _score_shape(b: int, n: int, m: int) -> ValueExercise:
+    """2.score-shape with batch b, n target tokens and m source tokens (d = 96, h = 12)."""
+    return ValueExercise(
         id="2.score-shape",
         question=(
-            "A decoder of width d = 96 with h = 12 heads cross-attends from N = 10 target tokens to "
-            "M = 6 source tokens, batch B = 4. What is the shape of the score tensor? Answer as a list "
+            f"A decoder of width d = 96 with h = 12 heads cross-attends from N = {n} target tokens to "
+            f"M = {m} source tokens, batch B = {b}. What is the shape of the score tensor? Answer as a list "
             "of four sizes."
         ),
-        expected=[4, 12, 10, 6],
+        expected=[b, 12, n, m],
         explanation="Scores are B × h × N × M: one row per query and head, one column per key.",
         hints=("Each head scores every query against every key; queries come first.",),
         wrong_answers=(
             WrongAnswer(
-                [4, 12, 6, 10],
-                "Rows and columns are swapped: the scores are Q Kᵀ, so queries (N = 10) index the rows "
-                "and keys (M = 6) the columns.",
+                [b, 12, m, n],
+                f"Rows and columns are swapped: the scores are Q Kᵀ, so queries (N = {n}) index the rows "
+                f"and keys (M = {m}) the columns.",
             ),
             WrongAnswer(
-                [4, 12, 10, 10],
-                "That is self-attention's shape. In cross-attention the keys come from the source, M = 6.",
+                [b, 12, n, n],
+                f"That is self-attention's shape. In cross-attention the keys come from the source, M = {m}.",
             ),
             WrongAnswer(
-                [4, 12, 10, 8],
+                [b, 12, n, 8],
                 "That is the per-head output (B × h × N × d_v, with d_v = 96/12 = 8). The scores have one "
                 "column per key.",
             ),
             WrongAnswer(
-                [4, 10, 12, 6],
+                [b, n, 12, m],
                 "The head axis comes before the token axis: (B, h, N, M), after the transpose that makes "
                 "each head a batch of its own.",
             ),
         ),
         whole=True,
-    ),
+        params=(Param("b", 4, (2, 3, 4, 5)), Param("n", 10, (7, 9, 10, 14)), Param("m", 6, (5, 6, 11, 13))),
+        make=_score_shape,
+    )
+
+
+def _gqa_kv_params(d: int, h: int, h_kv: int) -> ValueExercise:
+    """2.gqa-kv-params with width d, h query heads and h_kv KV heads (the book: 768, 12, 4)."""
+    d_k = d // h
+    kv_params = 2 * d * h_kv * d_k  # k_proj and v_proj: d × (h_kv · d_k) each
+    full_kv = 2 * d * d  # ordinary multi-head attention
+    return ValueExercise(
+        id="2.gqa-kv-params",
+        question=(
+            f"A layer has d = {d}, h = {h} query heads and grouped-query attention with {h_kv} KV heads, "
+            "no biases, d_k = d_v = d/h. How many parameters do k_proj and v_proj hold together?"
+        ),
+        expected=float(kv_params),
+        explanation=(
+            f"Each projection maps d = {d} to n_kv_heads · d_k = {h_kv} · {d_k} = {h_kv * d_k} features: "
+            f"2 · {d} · {h_kv * d_k} = {kv_params}, 1/{h // h_kv} of ordinary multi-head attention's {full_kv}."
+        ),
+        hints=("Each KV projection is a d × (n_kv_heads · d_k) matrix.",),
+        wrong_answers=(
+            WrongAnswer(float(full_kv), f"That is ordinary multi-head attention, with {h} KV heads."),
+            WrongAnswer(float(kv_params // 2), "That is one projection; count k_proj and v_proj."),
+            WrongAnswer(float(2 * d * d_k), "That is multi-query attention, with a single KV head."),
+            WrongAnswer(
+                float(full_kv // h_kv),
+                f"The projections shrink by n_heads / n_kv_heads = {h // h_kv}, not by n_kv_heads.",
+            ),
+        ),
+        whole=True,
+        # h_kv of 3, 4 or 6 keeps every mistake apart (with 2 KV heads one projection is MQA's count).
+        params=(Param("d", 768, (768, 960, 1152)), Param("h", 12, (12, 24)), Param("h_kv", 4, (3, 4, 6))),
+        make=_gqa_kv_params,
+    )
+
+
+def _concat_width(h: int, d_k: int, d_v: int) -> ValueExercise:
+    """2.concat-width with h heads, d_k and d_v (d = 64; the book: 4, 12, 24)."""
+    return ValueExercise(
+        id="2.concat-width",
+        question=(
+            f"A layer with d = 64 and h = {h} heads uses d_k = {d_k} but d_v = {d_v}. How wide is the "
+            "concatenation of the head outputs that W_O receives?"
+        ),
+        expected=float(h * d_v),
+        explanation=(
+            f"Each head returns d_v = {d_v} features; {h} heads concatenate to h · d_v = {h * d_v}, and W_O maps "
+            f"{h * d_v} → 64."
+        ),
+        hints=("The outputs are weighted values: their width is d_v, not d_k.",),
+        wrong_answers=(
+            WrongAnswer(
+                64.0,
+                "That is d, the width W_O maps back to. Its input is the concatenation of the heads: "
+                "h · d_v, which need not equal d.",
+            ),
+            WrongAnswer(
+                float(h * d_k),
+                "That is h · d_k, the width of the concatenated queries or keys. The heads output weighted "
+                "values, so the concatenation is h · d_v.",
+            ),
+            WrongAnswer(float(d_v), "That is one head's output; W_O reads all heads concatenated."),
+            WrongAnswer(
+                float(d_k), "That is d_k, the width of one head's queries and keys. Outputs are weighted values."
+            ),
+        ),
+        whole=True,
+        params=(Param("h", 4, (3, 4, 6)), Param("d_k", 12, (10, 12)), Param("d_v", 24, (20, 24, 28))),
+        make=_concat_width,
+    )
+
+
+CHAPTER_2 = (
+    _score_shape(4, 10, 6),
     ValueExercise(
         id="2.mask-after-softmax",
         question=(
@@ -99,6 +171,16 @@ CHAPTER_2 = (
             WrongAnswer(
                 8.0,
                 "The mask polarity is flipped: you read only the forbidden key. True/allowed means 'may read'.",
+            ),
+            WrongAnswer(
+                _VALUES[0],
+                "That is the value of the best allowed key. Attention does not pick a winner: the two allowed "
+                "keys share the weight, softmax([2, 1]).",
+            ),
+            WrongAnswer(
+                (_VALUES[0] + _VALUES[1]) / 2,
+                "That is the plain average of the allowed values: the mask is right, but the scores still weigh "
+                "what is read. Take softmax([2, 1]) and mix the values with it.",
             ),
         ),
         decimals=2,
@@ -195,56 +277,8 @@ CHAPTER_2 = (
         ),
         whole=True,
     ),
-    ValueExercise(
-        id="2.gqa-kv-params",
-        question=(
-            "A layer has d = 768, h = 12 query heads and grouped-query attention with 4 KV heads, "
-            "no biases, d_k = d_v = d/h. How many parameters do k_proj and v_proj hold together?"
-        ),
-        expected=float(_KV_PARAMS),
-        explanation=(
-            f"Each projection maps d = {_D} to n_kv_heads · d_k = {_HKV} · {_DK} = {_HKV * _DK} features: "
-            f"2 · {_D} · {_HKV * _DK} = {_KV_PARAMS}, 1/{_H // _HKV} of ordinary multi-head attention's {_FULL_KV}."
-        ),
-        hints=("Each KV projection is a d × (n_kv_heads · d_k) matrix.",),
-        wrong_answers=(
-            WrongAnswer(float(_FULL_KV), "That is ordinary multi-head attention, with 12 KV heads."),
-            WrongAnswer(float(_KV_PARAMS // 2), "That is one projection; count k_proj and v_proj."),
-            WrongAnswer(float(2 * _D * _DK), "That is multi-query attention, with a single KV head."),
-            WrongAnswer(
-                float(_FULL_KV // _HKV),
-                "The projections shrink by n_heads / n_kv_heads = 3, not by n_kv_heads.",
-            ),
-        ),
-        whole=True,
-    ),
-    ValueExercise(
-        id="2.concat-width",
-        question=(
-            "A layer with d = 64 and h = 4 heads uses d_k = 12 but d_v = 24. How wide is the "
-            "concatenation of the head outputs that W_O receives?"
-        ),
-        expected=4.0 * 24,
-        explanation=(
-            "Each head returns d_v = 24 features; four heads concatenate to h · d_v = 96, and W_O maps 96 → 64."
-        ),
-        hints=("The outputs are weighted values: their width is d_v, not d_k.",),
-        wrong_answers=(
-            WrongAnswer(
-                64.0,
-                "That is d, the width W_O maps back to. Its input is the concatenation of the heads: "
-                "h · d_v, which need not equal d.",
-            ),
-            WrongAnswer(
-                4.0 * 12,
-                "That is h · d_k, the width of the concatenated queries or keys. The heads output weighted "
-                "values, so the concatenation is h · d_v.",
-            ),
-            WrongAnswer(24.0, "That is one head's output; W_O reads all heads concatenated."),
-            WrongAnswer(12.0, "That is d_k, the width of one head's queries and keys. Outputs are weighted values."),
-        ),
-        whole=True,
-    ),
+    _gqa_kv_params(768, 12, 4),
+    _concat_width(4, 12, 24),
 )
 
 
@@ -264,6 +298,12 @@ def _causal_padding_reference(lengths, n_queries, n_keys):
 def _top_left(lengths, n_queries, n_keys):
     tril = torch.ones(n_queries, n_keys, dtype=torch.bool).tril()  # (N, M), query i reads 0..i
     return padding_mask(lengths, n_keys) & tril
+
+
+def _strictly_past(lengths, n_queries, n_keys):
+    """Causal with j < M - N + i: a query that may not read its own position."""
+    strict = torch.ones(n_queries, n_keys, dtype=torch.bool).tril(n_keys - n_queries - 1)  # (N, M)
+    return padding_mask(lengths, n_keys) & strict
 
 
 def _padding_on_queries(lengths, n_queries, n_keys):
@@ -402,6 +442,11 @@ CHAPTER_2_FUNCTIONS = (
                 _padding_on_queries,
                 "You applied the padding along the query axis: padding removes keys, so the lengths "
                 "compare with the last (key) axis.",
+            ),
+            WrongAnswer(
+                _strictly_past,
+                "Each query lost its own key: a causal query reads the past and itself, keys j ≤ M - N + i. "
+                "With a strict < the first query of a sequence reads nothing at all.",
             ),
             WrongAnswer(
                 _top_left,

@@ -14,6 +14,7 @@ import torch
 from lib.drawn_cases import integer, normal, sizes
 from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswer
 from lib.rope import apply_rope
+from lib.variants import Param
 
 # --- shifted targets and causal reads -----------------------------------------------------
 # Seven input tokens t0..t6. The representation at position i predicts token i+1, so the one
@@ -23,8 +24,6 @@ _READS_FOR_T5 = [1, 1, 1, 1, 1, 0, 0]
 # --- RoPE scores, one pair ---------------------------------------------------------------
 # q = k = [1, 0], frequency π/10: the score is cos((n - m)·π/10), whatever m and n are.
 _THETA = math.pi / 10
-_M, _N = 13, 16  # positions 0 and 3, both shifted by 13
-_SHIFTED = math.cos((_N - _M) * _THETA)  # cos(3π/10) ≈ 0.5878
 
 # q = [1, 0], k = [0, 1], frequency π/12, m = 3, n = 7: (R_m q)·(R_n k) = -sin((n - m)·π/12).
 _THETA_GAP = math.pi / 12
@@ -40,9 +39,83 @@ _INVERSE = [_ORDER.index(i) for i in range(4)]  # [1, 3, 0, 2]
 _CROSS_ROW = [1, 1, 1, 1, 1, 1, 0]
 
 # --- pair frequencies ------------------------------------------------------------------------
-# d_k = 128, base 500000 (LLaMA 3), pair i = 32: ω = 500000^(-2·32/128) = 500000^(-1/2).
-_OMEGA = 500000 ** (-2 * 32 / 128)
-_PERIOD = 2 * math.pi / _OMEGA  # ≈ 4442.9 positions for one full turn
+
+
+def _shifted_score(m: int, n: int) -> ValueExercise:
+    """3.shifted-score with the query at position m and the key at position n (the book: 13, 16)."""
+    gap = n - m
+    score = math.cos(gap * _THETA)
+    return ValueExercise(
+        id="3.shifted-score",
+        question=(
+            "RoPE on one pair: q = k = [1, 0], frequency π/10 radians per position. The query sits at "
+            f"position {m} and the key at position {n}. What is the score (R_m q)·(R_n k)?"
+            " Give it to 2 decimal places."
+        ),
+        expected=score,
+        explanation=(
+            f"Only the gap n - m = {gap} counts: cos({gap}·π/10) = {score:.4f}, the same as at positions (0, {gap}) "
+            f"or (100, {100 + gap})."
+        ),
+        hints=("(R_m q)ᵀ(R_n k) = qᵀ R_(n-m) k. For q = k = [1, 0], that is cos of the angle for the gap.",),
+        wrong_answers=(
+            WrongAnswer(
+                math.cos(n * _THETA),
+                "You rotated only the key. Both are rotated, q by mθ and k by nθ; the score sees the difference.",
+            ),
+            WrongAnswer(
+                math.cos(m * _THETA),
+                "You rotated only the query. Both are rotated, q by mθ and k by nθ; the score sees the difference.",
+            ),
+            WrongAnswer(
+                math.cos((m + n) * _THETA),
+                "You added the two angles. The query's rotation is undone by the transpose, R_mᵀ R_n = R_(n-m): "
+                "the angles subtract.",
+            ),
+            WrongAnswer(math.sin(gap * _THETA), "That is the sine. The dot product of two unit vectors is cos(angle)."),
+            WrongAnswer(
+                math.cos(gap * math.pi / 4),
+                "That used the chapter example's frequency π/4. Here each position turns by π/10.",
+            ),
+            WrongAnswer(1.0, f"Without rotation q·k would be 1, but here the two are {gap} positions apart."),
+        ),
+        decimals=2,
+        params=(Param("m", 13, (3, 5, 13)), Param("n", 16, (2, 12, 16))),  # no two mistakes meet
+        make=_shifted_score,
+    )
+
+
+def _pair_period(pair: int, d_k: int) -> ValueExercise:
+    """3.pair-period for pair ``pair`` of a head of width d_k, base 500000 (the book: 32, 128)."""
+    omega = 500000 ** (-2 * pair / d_k)
+    period = 2 * math.pi / omega
+    return ValueExercise(
+        id="3.pair-period",
+        question=(
+            f"A head of width d_k = {d_k} uses RoPE with base 500000 (as LLaMA 3 does). How many positions does "
+            f"pair i = {pair} take to turn a full circle, 2π radians?"
+            " Give it to 1 decimal place."
+        ),
+        expected=period,
+        explanation=(
+            f"ω = 500000^(-2·{pair}/{d_k}) ≈ {omega:.6f} rad/position, so a full turn takes "
+            f"2π/ω ≈ {period:.1f} positions."
+        ),
+        hints=("Pair i turns base^(-2i/d_k) radians per position.",),
+        wrong_answers=(
+            WrongAnswer(1 / omega, "That is 1/ω, positions per radian. A full turn is 2π radians."),
+            WrongAnswer(
+                2 * math.pi * 500000 ** (pair / d_k),
+                "The exponent is -2i/d_k: pairs are numbered by i, and pair i holds coordinates 2i and 2i+1.",
+            ),
+            WrongAnswer(2 * math.pi * 10000 ** (2 * pair / d_k), "That used base 10000; this model uses 500000."),
+            WrongAnswer(omega, "That is the frequency ω in radians per position; the question asks for the period."),
+        ),
+        decimals=1,
+        params=(Param("pair", 32, (8, 16, 24, 32)), Param("d_k", 128, (64, 128))),
+        make=_pair_period,
+    )
+
 
 CHAPTER_3 = (
     ValueExercise(
@@ -111,47 +184,15 @@ CHAPTER_3 = (
                 "known until it has been selected.",
             ),
             WrongAnswer([9, 1], "Swapped: training is the parallel one, generation the sequential one."),
+            WrongAnswer(
+                [1, 10],
+                "One pass too many: the pass over the prompt already predicts the first new token, and each "
+                "pass gives one more. 9 new tokens take 9 passes.",
+            ),
         ),
         whole=True,
     ),
-    ValueExercise(
-        id="3.shifted-score",
-        question=(
-            "RoPE on one pair: q = k = [1, 0], frequency π/10 radians per position. The query sits at "
-            "position 13 and the key at position 16. What is the score (R_m q)·(R_n k)?"
-            " Give it to 2 decimal places."
-        ),
-        expected=_SHIFTED,
-        explanation=(
-            f"Only the gap n - m = 3 counts: cos(3·π/10) = {_SHIFTED:.4f}, the same as at positions (0, 3) "
-            "or (100, 103)."
-        ),
-        hints=("(R_m q)ᵀ(R_n k) = qᵀ R_(n-m) k. For q = k = [1, 0], that is cos of the angle for the gap.",),
-        wrong_answers=(
-            WrongAnswer(
-                math.cos(_N * _THETA),
-                "You rotated only the key. Both are rotated, q by mθ and k by nθ; the score sees the difference.",
-            ),
-            WrongAnswer(
-                math.cos(_M * _THETA),
-                "You rotated only the query. Both are rotated, q by mθ and k by nθ; the score sees the difference.",
-            ),
-            WrongAnswer(
-                math.cos((_M + _N) * _THETA),
-                "You added the two angles. The query's rotation is undone by the transpose, R_mᵀ R_n = R_(n-m): "
-                "the angles subtract.",
-            ),
-            WrongAnswer(
-                math.sin((_N - _M) * _THETA), "That is the sine. The dot product of two unit vectors is cos(angle)."
-            ),
-            WrongAnswer(
-                math.cos((_N - _M) * math.pi / 4),
-                "That used the chapter example's frequency π/4. Here each position turns by π/10.",
-            ),
-            WrongAnswer(1.0, "Without rotation q·k would be 1, but here the two are 3 positions apart."),
-        ),
-        decimals=2,
-    ),
+    _shifted_score(13, 16),
     ValueExercise(
         id="3.gap-score",
         question=(
@@ -217,6 +258,16 @@ CHAPTER_3 = (
                 _INVERSE,
                 "That is the inverse permutation. Row 0 holds x2's output, y2: the outputs follow the inputs.",
             ),
+            WrongAnswer(
+                [i + 1 for i in _ORDER],
+                "The order is right, but counted from 1: the outputs are y0..y3, so answer with indices from 0, "
+                "as the example [0, 1, 2, 3] does.",
+            ),
+            WrongAnswer(
+                [i + 1 for i in _INVERSE],
+                "That is the inverse permutation, and counted from 1. Row 0 holds x2's output, y2: the outputs "
+                "follow the inputs, indexed from 0.",
+            ),
         ),
         whole=True,
     ),
@@ -259,30 +310,7 @@ CHAPTER_3 = (
         ),
         whole=True,
     ),
-    ValueExercise(
-        id="3.pair-period",
-        question=(
-            "A head of width d_k = 128 uses RoPE with base 500000 (as LLaMA 3 does). How many positions does "
-            "pair i = 32 take to turn a full circle, 2π radians?"
-            " Give it to 1 decimal place."
-        ),
-        expected=_PERIOD,
-        explanation=(
-            f"ω₃₂ = 500000^(-2·32/128) = 500000^(-1/2) ≈ {_OMEGA:.6f} rad/position, so a full turn takes "
-            f"2π/ω ≈ {_PERIOD:.1f} positions."
-        ),
-        hints=("Pair i turns base^(-2i/d_k) radians per position.",),
-        wrong_answers=(
-            WrongAnswer(1 / _OMEGA, "That is 1/ω, positions per radian. A full turn is 2π radians."),
-            WrongAnswer(
-                2 * math.pi * 500000 ** (32 / 128),
-                "The exponent is -2i/d_k: pairs are numbered by i, and pair i holds coordinates 2i and 2i+1.",
-            ),
-            WrongAnswer(2 * math.pi * 10000 ** (2 * 32 / 128), "That used base 10000; this model uses 500000."),
-            WrongAnswer(_OMEGA, "That is the frequency ω in radians per position; the question asks for the period."),
-        ),
-        decimals=1,
-    ),
+    _pair_period(32, 128),
 )
 
 

@@ -15,11 +15,7 @@ from lib.blocks import layer_norm, rms_norm, swiglu_hidden
 from lib.costs import block_weights
 from lib.drawn_cases import integer, normal, sizes
 from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswer
-
-# --- FFN parameters: d = 96, f = 320, biases included ------------------------------------
-_D, _F = 96, 320
-_FFN_WEIGHTS = 2 * _D * _F  # W1: d×f and W2: f×d
-_FFN_PARAMS = _FFN_WEIGHTS + _F + _D  # b1 has f entries, b2 has d
+from lib.variants import Param
 
 # --- SwiGLU width matching a 4d MLP at d = 400, rounded up to a multiple of 8 ---------------
 _DS = 400
@@ -46,45 +42,82 @@ _X = [1.0, 3.0, 4.0, 8.0]
 _X_NORMED = layer_norm(torch.tensor(_X)).tolist()  # what LayerNorm (weight 1, bias 0) gives
 _X_TWICE = layer_norm(layer_norm(torch.tensor(_X))).tolist()  # post-norm: Norm2(Norm1(x + 0) + 0)
 
-# --- Residual gradient: two scalar blocks y = x + a·x ------------------------------------
-_A1, _A2 = 0.5, -0.8
+
+def _unbiased_norm(x: torch.Tensor) -> torch.Tensor:
+    """LayerNorm with the mistake: the variance divided by d - 1 (torch.std's default)."""
+    return (x - x.mean()) / x.std()
+
+
+_X_TWICE_UNBIASED = _unbiased_norm(_unbiased_norm(torch.tensor(_X))).tolist()
+
 
 _NOT_MIXING = (
     "The FFN applies the same map to each token on its own: only the changed token's FFN output "
     "moves. Mixing across positions is attention's job."
 )
 
-CHAPTER_4 = (
-    ValueExercise(
+
+def _ffn_params(d: int, f: int) -> ValueExercise:
+    """4.ffn-params with width d and hidden width f, biases included (the book: 96, 320)."""
+    weights = 2 * d * f  # W1: d×f and W2: f×d
+    params = weights + f + d  # b1 has f entries, b2 has d
+    return ValueExercise(
         id="4.ffn-params",
         question=(
-            f"A two-projection FFN has d = {_D} and hidden width f = {_F}, with biases. "
-            "How many parameters does it have?"
+            f"A two-projection FFN has d = {d} and hidden width f = {f}, with biases. How many parameters does it have?"
         ),
-        expected=_FFN_PARAMS,
+        expected=params,
         explanation=(
-            f"W1 (d×f) and W2 (f×d) hold 2·{_D}·{_F} = {_FFN_WEIGHTS} weights; b1 adds f = {_F} "
-            f"and b2 adds d = {_D}: {_FFN_PARAMS} in all."
+            f"W1 (d×f) and W2 (f×d) hold 2·{d}·{f} = {weights} weights; b1 adds f = {f} "
+            f"and b2 adds d = {d}: {params} in all."
         ),
         hints=("Count W1: d×f, b1: f, W2: f×d, b2: d.",),
         wrong_answers=(
-            WrongAnswer(_FFN_WEIGHTS + _D, "You forgot b1, the bias of the hidden layer: it has f = 320 entries."),
-            WrongAnswer(_FFN_WEIGHTS + _F, "You forgot b2, the bias of the output layer: it has d = 96 entries."),
-            WrongAnswer(_FFN_WEIGHTS, "Those are the weights only: add the biases b1 (f entries) and b2 (d entries)."),
+            WrongAnswer(weights + d, f"You forgot b1, the bias of the hidden layer: it has f = {f} entries."),
+            WrongAnswer(weights + f, f"You forgot b2, the bias of the output layer: it has d = {d} entries."),
+            WrongAnswer(weights, "Those are the weights only: add the biases b1 (f entries) and b2 (d entries)."),
+            WrongAnswer(d * f + f + d, "You counted one weight matrix. There are two: W1 (d×f) up and W2 (f×d) down."),
+            WrongAnswer(weights + 2 * f, "b2 follows W2, which maps back to d features: it has d entries, not f."),
             WrongAnswer(
-                _D * _F + _F + _D, "You counted one weight matrix. There are two: W1 (d×f) up and W2 (f×d) down."
-            ),
-            WrongAnswer(
-                _FFN_WEIGHTS + 2 * _F,
-                "b2 follows W2, which maps back to d features: it has d entries, not f.",
-            ),
-            WrongAnswer(
-                8 * _D * _D + 4 * _D + _D,
-                "That is the count for f = 4d. Here the hidden width is given: f = 320.",
+                8 * d * d + 4 * d + d, f"That is the count for f = 4d. Here the hidden width is given: f = {f}."
             ),
         ),
         whole=True,
-    ),
+        params=(Param("d", 96, (64, 96, 128)), Param("f", 320, (192, 320, 448))),  # f is never 4d
+        make=_ffn_params,
+    )
+
+
+def _residual_gradient(a1: float, a2: float) -> ValueExercise:
+    """4.residual-gradient with the branch slopes a1 and a2 (the book: 0.5, -0.8)."""
+    return ValueExercise(
+        id="4.residual-gradient",
+        question=(
+            f"Two scalar residual blocks: y1 = x + a1·x and y2 = y1 + a2·y1, with a1 = {a1} and a2 = {a2}. "
+            "What is dy2/dx?"
+            " Give it to 2 decimal places."
+        ),
+        expected=(1 + a1) * (1 + a2),
+        explanation=(
+            f"Each block's derivative is 1 + a: identity plus branch. Chained, ({1 + a1:g})·({1 + a2:g}) = "
+            f"{(1 + a1) * (1 + a2):.2f}. The identity route is there, but the branch can still shrink the product."
+        ),
+        hints=("Differentiate each block (1 + a), then chain them by multiplying.",),
+        wrong_answers=(
+            WrongAnswer(1.0, "That is the identity route alone; each branch's derivative adds to it: 1 + a per block."),
+            WrongAnswer(a1 * a2, "That is the branch-only route; the identity routes add 1 to each factor."),
+            WrongAnswer(
+                1 + a1 + a2, "You added the routes but dropped the cross term a1·a2: multiply (1 + a1)(1 + a2)."
+            ),
+        ),
+        decimals=2,
+        params=(Param("a1", 0.5, (0.3, 0.5, 0.7)), Param("a2", -0.8, (-0.8, -0.6, 0.4))),
+        make=_residual_gradient,
+    )
+
+
+CHAPTER_4 = (
+    _ffn_params(96, 320),
     ValueExercise(
         id="4.swiglu-width",
         question=(
@@ -154,6 +187,15 @@ CHAPTER_4 = (
                 "You left out the output projection W_O (d × d), which maps the heads back to the stream.",
             ),
             WrongAnswer(_BLOCK.attention + 2 * _BD * _BF, "SwiGLU has three matrices (gate, up, down), not two."),
+            WrongAnswer(
+                _BLOCK.attention + 3 * _BD * math.floor(8 * _BD / 3),
+                f"You cut f = 8d/3 = 853.3 down to 853: the question rounds it up to a multiple of 8, {_BF}.",
+            ),
+            WrongAnswer(
+                _BLOCK.attention + 3 * _BD * math.ceil(8 * _BD / 3),
+                f"You rounded f = 8d/3 = 853.3 up to a whole 854: the question rounds it up to a multiple of 8, "
+                f"{_BF} (widths that divide into 8s suit the hardware).",
+            ),
         ),
         whole=True,
     ),
@@ -220,6 +262,11 @@ CHAPTER_4 = (
         wrong_answers=(
             WrongAnswer(_X, "That is pre-norm's answer. Post-norm normalizes the sum X + branch, the stream itself."),
             WrongAnswer([0.0] * 4, "The residual adds the input back before the norm: X + 0 = X, then Norm(X)."),
+            WrongAnswer(
+                _X_TWICE_UNBIASED,
+                "You used the unbiased variance (divide by d - 1 = 3, torch.std's default). LayerNorm divides "
+                "by d = 4.",
+            ),
         ),
         decimals=2,
     ),
@@ -243,34 +290,18 @@ CHAPTER_4 = (
             WrongAnswer([1, 1], "The FFN does not mix, but attention does: later positions read position 5."),
             WrongAnswer([1, 8], "Without a mask all 8 would change; the causal mask hides position 5 from 0 to 4."),
             WrongAnswer(
+                [1, 2],
+                "Positions 6 and 7 read position 5, but position 5's own output changes too: it reads itself "
+                "(and its FFN input changed). Keys j ≤ i include i.",
+            ),
+            WrongAnswer(
                 [1, 6],
                 "Flipped direction: a causal query reads the past, so positions 5..7 read position 5, not 0..5.",
             ),
         ),
         whole=True,
     ),
-    ValueExercise(
-        id="4.residual-gradient",
-        question=(
-            f"Two scalar residual blocks: y1 = x + a1·x and y2 = y1 + a2·y1, with a1 = {_A1} and a2 = {_A2}. "
-            "What is dy2/dx?"
-            " Give it to 2 decimal places."
-        ),
-        expected=(1 + _A1) * (1 + _A2),
-        explanation=(
-            f"Each block's derivative is 1 + a: identity plus branch. Chained, ({1 + _A1:g})·({1 + _A2:g}) = "
-            f"{(1 + _A1) * (1 + _A2):.2f}. The identity route is there, but the branch can still shrink the product."
-        ),
-        hints=("Differentiate each block (1 + a), then chain them by multiplying.",),
-        wrong_answers=(
-            WrongAnswer(1.0, "That is the identity route alone; each branch's derivative adds to it: 1 + a per block."),
-            WrongAnswer(_A1 * _A2, "That is the branch-only route; the identity routes add 1 to each factor."),
-            WrongAnswer(
-                1 + _A1 + _A2, "You added the routes but dropped the cross term a1·a2: multiply (1 + a1)(1 + a2)."
-            ),
-        ),
-        decimals=2,
-    ),
+    _residual_gradient(0.5, -0.8),
 )
 
 

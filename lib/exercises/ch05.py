@@ -15,12 +15,10 @@ from lib.costs import MIB, causal_pairs, global_local_pairs, layer_flops, score_
 from lib.drawn_cases import integer, normal
 from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswer
 from lib.online_softmax import online_softmax_update
+from lib.variants import Param
 
 INF = float("inf")
 
-# --- 5.score-mib: B = 3, h = 16, N = 2048, fp32 (4 bytes) ---------------------------------
-_B, _H, _N, _S = 3, 16, 2048, 4
-_SCORE_MIB = score_matrix_bytes(_N, heads=_H, batch=_B, bytes_per_element=_S) / MIB  # 768
 
 # --- 5.total-doubling: d = 2048, f = 4d, N = 6144 -> 12288 --------------------------------
 # N = 3d: a ratio N/d the chapter never prints (it shows N/d = 2, 4, 8 ...), so its x2.50 and
@@ -50,10 +48,6 @@ _L_NEW = _L_OLD * math.exp(_M_OLD - _M_NEW) + _BLOCK_SUM  # ≈ 1.2528
 _BLOCKS = 1024 // 64
 _CAUSAL_TILES = _BLOCKS * (_BLOCKS + 1) // 2  # query block i visits i unmasked tiles and 1 diagonal: 136
 
-# --- 5.window-edges: N = 12, causal window w = 4 ------------------------------------------
-# N = 12, not 10: at N = 10 the off-by-one window (w = 5) allows 40 pairs, the same as N·w.
-_WN, _WW = 12, 4
-_WINDOW_EDGES = window_pairs(_WN, _WW)  # rows 0, 1, 2 read 1, 2, 3 keys, the other 9 read 4: 42
 
 # --- 5.global-edges: N = 16, |i - j| < 3, g = 2 global tokens -----------------------------
 _GN, _GW, _GG = 16, 3, 2
@@ -80,38 +74,82 @@ def _acc_update(*, rescale: bool = True, inverted: bool = False, shift: float = 
 _ACC_NEW = _acc_update()  # [3/e + 1, -1/e + 2/e²] ≈ [2.1036, -0.0972]
 _AL_NEW = _AL * math.exp(_AM - _AM_NEW) + sum(math.exp(s - _AM_NEW) for s in _ASCORES)
 
-CHAPTER_5 = (
-    ValueExercise(
+
+def _score_mib(b: int, h: int, n: int) -> ValueExercise:
+    """5.score-mib for a batch of b sequences, h heads, n tokens, float32 (the book: 3, 16, 2048)."""
+    mib = score_matrix_bytes(n, heads=h, batch=b, bytes_per_element=4) / MIB
+    return ValueExercise(
         id="5.score-mib",
         question=(
-            f"Naive attention stores one score matrix for a batch of B = {_B} sequences, h = {_H} heads, "
-            f"N = {_N} tokens, in float32 (4 bytes). How many MiB is that one matrix?"
+            f"Naive attention stores one score matrix for a batch of B = {b} sequences, h = {h} heads, "
+            f"N = {n} tokens, in float32 (4 bytes). How many MiB is that one matrix?"
             " Give it to 1 decimal place."
         ),
-        expected=_SCORE_MIB,
+        expected=mib,
         explanation=(
-            f"B·h·N²·s = {_B}·{_H}·{_N}²·{_S} bytes = {_SCORE_MIB:.0f} MiB (1 MiB = 2²⁰ bytes). "
+            f"B·h·N²·s = {b}·{h}·{n}²·4 bytes = {mib:.1f} MiB (1 MiB = 2²⁰ bytes). "
             "The weights after the softmax are another matrix of the same size."
         ),
         hints=("Count the entries, B·h·N·N, then multiply by the bytes per entry.",),
         wrong_answers=(
-            WrongAnswer(_SCORE_MIB / 1024, "That is in GiB (2³⁰ bytes); the question asks for MiB (2²⁰ bytes)."),
-            WrongAnswer(_SCORE_MIB / _B, "That is one sequence: every sequence in the batch has its own matrix (×B)."),
-            WrongAnswer(_SCORE_MIB / _H, "That is one head: every head has its own N×N scores (×h)."),
-            WrongAnswer(_SCORE_MIB / 2, "You used 2 bytes per entry; float32 takes 4."),
-            WrongAnswer(_SCORE_MIB / _S, "You counted entries, not bytes: multiply by 4 bytes per float32."),
-            WrongAnswer(_SCORE_MIB / _N, "You used N entries per head instead of N²: every query scores every key."),
+            WrongAnswer(mib / 1024, "That is in GiB (2³⁰ bytes); the question asks for MiB (2²⁰ bytes)."),
+            WrongAnswer(mib / b, "That is one sequence: every sequence in the batch has its own matrix (×B)."),
+            WrongAnswer(mib / h, "That is one head: every head has its own N×N scores (×h)."),
+            WrongAnswer(mib / 2, "You used 2 bytes per entry; float32 takes 4."),
+            WrongAnswer(mib / 4, "You counted entries, not bytes: multiply by 4 bytes per float32."),
+            WrongAnswer(mib / n, "You used N entries per head instead of N²: every query scores every key."),
             WrongAnswer(
-                2 * _SCORE_MIB,
-                "That is two matrices, the scores and the softmax weights; the question asks for one.",
+                2 * mib, "That is two matrices, the scores and the softmax weights; the question asks for one."
             ),
-            WrongAnswer(
-                _SCORE_MIB * MIB / 1e6,
-                "That is in decimal megabytes (10⁶ bytes); a MiB is 2²⁰ = 1,048,576 bytes.",
-            ),
+            WrongAnswer(mib * MIB / 1e6, "That is in decimal megabytes (10⁶ bytes); a MiB is 2²⁰ = 1,048,576 bytes."),
         ),
         decimals=1,
-    ),
+        params=(Param("b", 3, (3, 5, 6)), Param("h", 16, (8, 12, 16)), Param("n", 2048, (2048, 3072, 4096))),
+        make=_score_mib,
+    )
+
+
+def _window_edges(n: int, w: int) -> ValueExercise:
+    """5.window-edges: a causal window of w keys over n tokens (the book: 12, 4)."""
+    edges = window_pairs(n, w)
+    return ValueExercise(
+        id="5.window-edges",
+        question=(
+            f"A causal sliding window of w = {w}: each query reads itself and the {w - 1} keys before it, if they "
+            f"exist. How many query-key pairs does it allow in a sequence of N = {n} tokens?"
+        ),
+        expected=edges,
+        explanation=(
+            f"The first {w - 1} queries have fewer than {w} keys to read (1, ..., {w - 1}); the remaining "
+            f"{n - w + 1} read {w} each: {edges} in all. At fixed w, that grows like N·w."
+        ),
+        hints=("Write down how many keys queries 0, 1, 2, … may read.",),
+        wrong_answers=(
+            WrongAnswer(n * w, "N·w forgets that the first queries have fewer than w keys before them."),
+            WrongAnswer(
+                window_pairs(n, w + 1),
+                f"Off by one: each query reads itself and the {w - 1} keys before it, w = {w} keys in all, "
+                f"not itself and {w}.",
+            ),
+            WrongAnswer(
+                window_pairs(n, w - 1), f"Off by one: the window counts the query's own key, so w = {w} keys in all."
+            ),
+            WrongAnswer(causal_pairs(n), "That is full causal attention, with no window."),
+            WrongAnswer(n * n, "That is dense attention: every query reads every key."),
+            WrongAnswer(
+                global_local_pairs(n, w, 0),
+                f"That is a two-sided window, |i − j| < {w}. This window is causal: no key after the query.",
+            ),
+        ),
+        whole=True,
+        # at N = 10 and w = 4 the off-by-one window (w = 5) would allow N·w pairs too: no such pair here
+        params=(Param("n", 12, (12, 13, 17)), Param("w", 4, (3, 4, 5))),
+        make=_window_edges,
+    )
+
+
+CHAPTER_5 = (
+    _score_mib(3, 16, 2048),
     ValueExercise(
         id="5.total-doubling",
         question=(
@@ -232,36 +270,7 @@ CHAPTER_5 = (
         ),
         whole=True,
     ),
-    ValueExercise(
-        id="5.window-edges",
-        question=(
-            "A causal sliding window of w = 4: each query reads itself and the 3 keys before it, if they exist. "
-            f"How many query-key pairs does it allow in a sequence of N = {_WN} tokens?"
-        ),
-        expected=_WINDOW_EDGES,
-        explanation=(
-            f"The first three queries have fewer than 4 keys to read (1, 2, 3); the remaining {_WN - 3} read 4 each: "
-            f"1 + 2 + 3 + {_WN - 3}·4 = {_WINDOW_EDGES}. At fixed w, that grows like N·w."
-        ),
-        hints=("Write down how many keys queries 0, 1, 2, … may read.",),
-        wrong_answers=(
-            WrongAnswer(_WN * _WW, "N·w forgets that the first queries have fewer than w keys before them."),
-            WrongAnswer(
-                window_pairs(_WN, _WW + 1),
-                "Off by one: each query reads itself and the 3 keys before it, w = 4 keys in all, not itself and 4.",
-            ),
-            WrongAnswer(
-                window_pairs(_WN, _WW - 1), "Off by one: the window counts the query's own key, so w = 4 keys in all."
-            ),
-            WrongAnswer(causal_pairs(_WN), "That is full causal attention, with no window."),
-            WrongAnswer(_WN * _WN, "That is dense attention: every query reads every key."),
-            WrongAnswer(
-                global_local_pairs(_WN, _WW, 0),
-                "That is a two-sided window, |i − j| < 4. This window is causal: no key after the query.",
-            ),
-        ),
-        whole=True,
-    ),
+    _window_edges(12, 4),
     ValueExercise(
         id="5.global-edges",
         question=(
@@ -369,6 +378,23 @@ def _unshifted(m, l, block):
     return torch.stack((torch.maximum(m, block.amax(dim=-1)), l + torch.exp(block).sum(dim=-1)))
 
 
+def _tile_alone(m, l, block):
+    """The lesson's misconception: each tile normalised on its own, the running state dropped."""
+    m_tile = block.amax(dim=-1)
+    return torch.stack((m_tile, torch.exp(block - m_tile[..., None]).sum(dim=-1)))
+
+
+def _tile_normalised(m, l, block):
+    """The same misconception the other way round: each tile's softmax sums to 1, so l gains 1 per tile."""
+    m_new = torch.maximum(m, block.amax(dim=-1))
+    return torch.stack((m_new, l * torch.exp(m - m_new) + 1))
+
+
+_EACH_TILE = (
+    "You normalised each tile on its own, as if it were the whole row. The tiles of a row share one softmax: "
+    "carry the running max and sum, rescale the old l by exp(m_old − m_new), and add the tile's exp(block − m_new)."
+)
+
 CHAPTER_5_FUNCTIONS = (
     FunctionExercise(
         id="5.online-softmax-update",
@@ -429,6 +455,8 @@ CHAPTER_5_FUNCTIONS = (
             WrongAnswer(
                 _inverted_rescale, "The rescale factor is exp(m_old − m_new), at most 1; yours is its inverse."
             ),
+            WrongAnswer(_tile_alone, _EACH_TILE),
+            WrongAnswer(_tile_normalised, _EACH_TILE),
             WrongAnswer(
                 _unshifted,
                 "You summed exp(block) without subtracting the max: l is the sum of exp(x − m), and without the "

@@ -14,6 +14,7 @@ from lib.drawn_cases import integer
 from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswer
 from lib.exercises.ch02 import MASK_BUILDERS
 from lib.kv_cache import blocks_needed, kv_cache_bytes
+from lib.variants import Param
 
 GiB = 2**30
 
@@ -54,6 +55,66 @@ _BUDGET_ANSWER = _fits(_GPU - _WEIGHTS - _BUFFERS)  # [96, 390]
 # 6.bandwidth-floor: 13B parameters at 2 bytes, a batch of 8, 0.5 GB of cache each, 3.35 TB/s.
 _FLOOR_BW, _FLOOR_BATCH, _FLOOR_CACHE = 3.35e12, 8, 0.5e9
 _FLOOR_MS = 1e3 * (13e9 * 2 + _FLOOR_BATCH * _FLOOR_CACHE) / _FLOOR_BW  # 30 GB / 3.35 TB/s ≈ 8.96 ms
+
+
+def _next_position(prompt: int) -> ValueExercise:
+    """6.next-position after a prompt of this many tokens (the book: 37)."""
+    return ValueExercise(
+        id="6.next-position",
+        question=(
+            f"Positions count from 0. After a prefill of a {prompt}-token prompt, what position index must RoPE "
+            "give the first generated token?"
+        ),
+        expected=prompt,
+        explanation=(
+            f"The prompt took positions 0..{prompt - 1}, so the next token is at position {prompt} = len(cache). "
+            "The decode step sees one token, but it is not at position 0."
+        ),
+        hints=("The cache length after prefill is the number of positions already used.",),
+        wrong_answers=(
+            WrongAnswer(
+                0,
+                "Position 0 is where a one-token input would start without a cache. The new token continues the "
+                "sequence: its position is the cache length.",
+            ),
+            WrongAnswer(
+                prompt - 1, f"{prompt - 1} is the position of the last prompt token; the new one comes after it."
+            ),
+            WrongAnswer(
+                prompt + 1,
+                f"Positions count from 0: {prompt} tokens use positions 0..{prompt - 1}, and the next is {prompt}.",
+            ),
+        ),
+        whole=True,
+        params=(Param("prompt", 37, (23, 37, 58, 101)),),
+        make=_next_position,
+    )
+
+
+def _weights_gb(billions: int) -> ValueExercise:
+    """6.weights-gb for a model of this many billion parameters at 2 bytes (the book: 13)."""
+    return ValueExercise(
+        id="6.weights-gb",
+        question=(
+            f"Raw weights of a {billions}-billion-parameter model at 2 bytes per parameter: how many GB (10^9 bytes)?"
+            " Give it to 1 decimal place."
+        ),
+        expected=billions * 1e9 * 2 / 1e9,
+        explanation=(
+            f"{billions}·10^9 × 2 bytes = {2 * billions}·10^9 bytes = {2 * billions} GB. Serving needs more: the KV "
+            "cache, runtime buffers, and for quantized formats their scales and other metadata."
+        ),
+        hints=("Bytes = parameters × bytes per parameter; a GB is 10^9 bytes.",),
+        wrong_answers=(
+            WrongAnswer(billions * 1e9 * 2 / 2**30, "That is GiB (2^30 bytes); the question asks for decimal GB."),
+            WrongAnswer(billions * 1e9 * 4 / 1e9, "4 bytes per parameter is float32; the question says 2 bytes."),
+            WrongAnswer(float(billions), "You counted one byte per parameter; there are two."),
+        ),
+        decimals=1,
+        params=(Param("billions", 13, (7, 13, 34, 70)),),
+        make=_weights_gb,
+    )
+
 
 EXERCISES = (
     ValueExercise(
@@ -163,29 +224,7 @@ EXERCISES = (
         ),
         whole=True,
     ),
-    ValueExercise(
-        id="6.next-position",
-        question=(
-            "Positions count from 0. After a prefill of a 37-token prompt, what position index must RoPE give "
-            "the first generated token?"
-        ),
-        expected=37,
-        explanation=(
-            "The prompt took positions 0..36, so the next token is at position 37 = len(cache). The decode step "
-            "sees one token, but it is not at position 0."
-        ),
-        hints=("The cache length after prefill is the number of positions already used.",),
-        wrong_answers=(
-            WrongAnswer(
-                0,
-                "Position 0 is where a one-token input would start without a cache. The new token continues the "
-                "sequence: its position is the cache length.",
-            ),
-            WrongAnswer(36, "36 is the position of the last prompt token; the new one comes after it."),
-            WrongAnswer(38, "Positions count from 0: 37 tokens use positions 0..36, and the next is 37."),
-        ),
-        whole=True,
-    ),
+    _next_position(37),
     ValueExercise(
         id="6.decode-read",
         question=(
@@ -258,25 +297,7 @@ EXERCISES = (
         ),
         whole=True,
     ),
-    ValueExercise(
-        id="6.weights-gb",
-        question=(
-            "Raw weights of a 13-billion-parameter model at 2 bytes per parameter: how many GB (10^9 bytes)?"
-            " Give it to 1 decimal place."
-        ),
-        expected=13e9 * 2 / 1e9,
-        explanation=(
-            "13·10^9 × 2 bytes = 26·10^9 bytes = 26 GB. Serving needs more: the KV cache, runtime buffers, and "
-            "for quantized formats their scales and other metadata."
-        ),
-        hints=("Bytes = parameters × bytes per parameter; a GB is 10^9 bytes.",),
-        wrong_answers=(
-            WrongAnswer(13e9 * 2 / 2**30, "That is GiB (2^30 bytes); the question asks for decimal GB."),
-            WrongAnswer(13e9 * 4 / 1e9, "4 bytes per parameter is float32; the question says 2 bytes."),
-            WrongAnswer(13.0, "You counted one byte per parameter; there are two."),
-        ),
-        decimals=1,
-    ),
+    _weights_gb(13),
     ValueExercise(
         id="6.serving-budget",
         question=(

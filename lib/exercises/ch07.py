@@ -14,6 +14,7 @@ from itertools import pairwise
 from lib.exercises.base import ValueExercise, WrongAnswer
 from lib.tokenizer import pair_counts
 from lib.tokenizer.bpe_merge import bpe_merge_simple
+from lib.variants import Param
 
 # --- 7.next-merge: chunks with counts, as a pre-split would give them -----------------
 CHUNK_COUNTS = {"hug": 4, "pug": 3, "pun": 12, "bun": 5, "hugs": 2}
@@ -131,6 +132,43 @@ def survives(form: str) -> list[int]:
 # --- 7.embedding-params ---------------------------------------------------------------------
 D_MODEL, V_SMALL, V_LARGE = 1024, 32_000, 128_000
 
+
+def _embedding_params(d_model: int, v_small: int, v_large: int) -> ValueExercise:
+    """7.embedding-params: width d_model, vocabulary v_small -> v_large (the book: 1024, 32,000, 128,000)."""
+    added = 2 * (v_large - v_small) * d_model
+    return ValueExercise(
+        id="7.embedding-params",
+        question=(
+            f"A model with d_model = {d_model} and untied input embedding and output layer grows its "
+            f"vocabulary from {v_small:,} to {v_large:,} tokens. How many parameters does that add, in millions?"
+            " Give it to 1 decimal place."
+        ),
+        expected=added / 1e6,
+        explanation=(
+            f"Each of the two V × d matrices grows by {v_large - v_small:,} × {d_model}: "
+            f"2 × {v_large - v_small:,} × {d_model} ≈ {added / 1e6:.1f} M."
+        ),
+        hints=("The embedding is V × d_model, and so is the output layer when it is not tied.",),
+        wrong_answers=(
+            WrongAnswer(added / 2e6, "That counts one matrix; untied, the output layer grows too."),
+            WrongAnswer(2 * v_large * d_model / 1e6, "That is the total for the large vocabulary, not what it adds."),
+            WrongAnswer(
+                v_large * d_model / 1e6, "That is one matrix of the large vocabulary, not what the change adds."
+            ),
+            WrongAnswer(
+                float(added), "That is the right count, in parameters; the question asks for millions (divide by 10^6)."
+            ),
+        ),
+        decimals=1,
+        params=(
+            Param("d_model", D_MODEL, (768, 1024, 2048)),
+            Param("v_small", V_SMALL, (32_000, 50_000), shown=lambda v: f"{v:,}"),
+            Param("v_large", V_LARGE, (128_000, 200_000, 256_000), shown=lambda v: f"{v:,}"),
+        ),
+        make=_embedding_params,
+    )
+
+
 EXERCISES = (
     ValueExercise(
         id="7.next-merge",
@@ -150,6 +188,11 @@ EXERCISES = (
             WrongAnswer(
                 [ord("p"), ord("u")],
                 "(p, u) occurs 15 times, but (u, n) occurs in both pun and bun: 17 times.",
+            ),
+            WrongAnswer(
+                next_merge(CHUNK_COUNTS)[::-1],
+                "That is the right pair, reversed: a pair is read in the order its characters occur, the "
+                "first one first (u before n in pun).",
             ),
         ),
         whole=True,
@@ -217,6 +260,16 @@ EXERCISES = (
                 "in training). Viterbi takes the best one: a max, not a sum.",
             ),
             WrongAnswer(-12.0, "That is one piece per character. Longer pieces can score better."),
+            WrongAnswer(
+                -_BEST,
+                "Mind the sign: the scores are log-probabilities, all negative, and so is their sum. A "
+                "log-probability is never above 0.",
+            ),
+            WrongAnswer(
+                math.exp(_BEST),
+                "That is the probability of the best segmentation, e^(−8). The question asks for its "
+                "log-probability, the sum of the pieces' scores.",
+            ),
         ),
         decimals=1,
     ),
@@ -277,34 +330,7 @@ EXERCISES = (
         ),
         whole=True,
     ),
-    ValueExercise(
-        id="7.embedding-params",
-        question=(
-            f"A model with d_model = {D_MODEL} and untied input embedding and output layer grows its "
-            f"vocabulary from {V_SMALL:,} to {V_LARGE:,} tokens. How many parameters does that add, in millions?"
-            " Give it to 1 decimal place."
-        ),
-        expected=2 * (V_LARGE - V_SMALL) * D_MODEL / 1e6,
-        explanation=(
-            f"Each of the two V × d matrices grows by {V_LARGE - V_SMALL:,} × {D_MODEL}: "
-            f"2 × {V_LARGE - V_SMALL:,} × {D_MODEL} ≈ {2 * (V_LARGE - V_SMALL) * D_MODEL / 1e6:.1f} M."
-        ),
-        hints=("The embedding is V × d_model, and so is the output layer when it is not tied.",),
-        wrong_answers=(
-            WrongAnswer(
-                (V_LARGE - V_SMALL) * D_MODEL / 1e6, "That counts one matrix; untied, the output layer grows too."
-            ),
-            WrongAnswer(2 * V_LARGE * D_MODEL / 1e6, "That is the total for the large vocabulary, not what it adds."),
-            WrongAnswer(
-                V_LARGE * D_MODEL / 1e6, "That is one matrix of the large vocabulary, not what the change adds."
-            ),
-            WrongAnswer(
-                2 * (V_LARGE - V_SMALL) * D_MODEL,
-                "That is the right count, in parameters; the question asks for millions (divide by 10^6).",
-            ),
-        ),
-        decimals=1,
-    ),
+    _embedding_params(D_MODEL, V_SMALL, V_LARGE),
 )
 
 # --- 7.quadratic-loop (the appendix on BPE performance) ---------------------------------------

@@ -12,6 +12,7 @@ import torch
 
 from lib.drawn_cases import integer, normal, sizes
 from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswer
+from lib.variants import Param
 from lib.vit import conv_weight, patchify
 
 # A 192×320 RGB image in 32×32 patches.
@@ -21,14 +22,41 @@ _PATCHES = _ROWS * _COLS  # 60
 _LENGTH = _C * _P * _P  # 3072
 _PARAMS = _LENGTH * _D + _D  # weights + one bias per output: 1,573,376
 
-# 384×384 at p=16 with a class token.
-_SIDE = 384 // 16  # 24 patches per side
-_TOKENS = _SIDE**2 + 1  # 577
 
 _SHARED = (
     "The projection is shared: every patch is multiplied by the same matrix, which is exactly why it "
     "equals a convolution (one kernel slid over the image). Its size does not depend on the patch count."
 )
+
+
+def _tokens_with_cls(side: int, patch: int) -> ValueExercise:
+    """8.tokens-with-cls for side×side images in patch×patch patches (the book: 384, 16)."""
+    grid = side // patch
+    tokens = grid**2 + 1
+    return ValueExercise(
+        id="8.tokens-with-cls",
+        question=(
+            f"A ViT reads {side}×{side} RGB images in {patch}×{patch} patches and puts a class token in front. "
+            "How many tokens does each transformer block see?"
+        ),
+        expected=tokens,
+        explanation=f"({side}/{patch})² = {grid}² = {grid**2} patch tokens, plus the class token: {tokens}.",
+        hints=("Count patches per side, square, then add what the model prepends.",),
+        wrong_answers=(
+            WrongAnswer(tokens - 1, "Those are the patch tokens only: the class token is one more token."),
+            WrongAnswer(grid, f"{grid} is the count along one side; the image has {grid} × {grid} patches."),
+            WrongAnswer(grid + 1, f"{grid} is one side of the grid; square it before adding the class token."),
+            WrongAnswer(
+                tokens + 1,
+                f"One token too many: the class token is the only token added to the {grid**2} patches. "
+                "Positions are added to the tokens' vectors, they are not extra tokens.",
+            ),
+        ),
+        whole=True,
+        params=(Param("side", 384, (224, 384, 512)), Param("patch", 16, (16, 32))),
+        make=_tokens_with_cls,
+    )
+
 
 CHAPTER_8 = (
     ValueExercise(
@@ -68,6 +96,10 @@ CHAPTER_8 = (
             WrongAnswer(_LENGTH * _D, "That is the weight matrix alone: add the 512 biases."),
             WrongAnswer(_PATCHES * _PARAMS, _SHARED),
             WrongAnswer(_P * _P * _D + _D, "Each flattened patch has 3·32·32 inputs: you left out the channels."),
+            WrongAnswer(
+                _PARAMS / 1e6,
+                "That is the count in millions. The question asks for the count itself: write every digit.",
+            ),
         ),
         whole=True,
     ),
@@ -93,27 +125,7 @@ CHAPTER_8 = (
         ),
         whole=True,
     ),
-    ValueExercise(
-        id="8.tokens-with-cls",
-        question=(
-            "A ViT reads 384×384 RGB images in 16×16 patches and puts a class token in front. "
-            "How many tokens does each transformer block see?"
-        ),
-        expected=_TOKENS,
-        explanation=f"(384/16)² = 24² = 576 patch tokens, plus the class token: {_TOKENS}.",
-        hints=("Count patches per side, square, then add what the model prepends.",),
-        wrong_answers=(
-            WrongAnswer(_TOKENS - 1, "Those are the patch tokens only: the class token is one more token."),
-            WrongAnswer(_SIDE, "24 is the count along one side; the image has 24 × 24 patches."),
-            WrongAnswer(_SIDE + 1, "24 is one side of the grid; square it before adding the class token."),
-            WrongAnswer(
-                _TOKENS + 1,
-                "One token too many: the class token is the only token added to the 576 patches. "
-                "Positions are added to the tokens' vectors, they are not extra tokens.",
-            ),
-        ),
-        whole=True,
-    ),
+    _tokens_with_cls(384, 16),
     ValueExercise(
         id="8.halve-patch-attention",
         question=(

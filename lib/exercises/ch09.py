@@ -18,6 +18,7 @@ from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswe
 from lib.gpt import GPTConfig, count_parameters
 from lib.kv_cache import kv_cache_bytes
 from lib.ngram import uniform_loss
+from lib.variants import Param
 
 # 9.parameters: a model the chapter does not train.
 _CONFIG = GPTConfig(vocab_size=1000, n_layers=2, d_model=64, n_heads=8, n_kv_heads=2, hidden=160)
@@ -30,8 +31,6 @@ _UNTIED = _PARAMS + _V * _C  # a separate output head
 _MLP_FFN = _PARAMS - _L * _C * _F  # two FFN matrices instead of SwiGLU's three
 _NO_EMBEDDING = _PARAMS - _V * _C  # only the blocks
 
-# 9.uniform-loss: a vocabulary of 2,048 tokens.
-_VOCAB = 2048
 
 # 9.cache-bytes: per layer, one sequence of 300 tokens, 8 query heads sharing 2 KV heads of width 32, bfloat16.
 _CACHE = dict(layers=1, batch=1, seq_len=300, kv_heads=2, head_dim=32, bytes_per_element=2)
@@ -67,6 +66,37 @@ def _masked_softmax_no_renorm(logits, temperature, top_k):
     return probs * keep
 
 
+def _uniform_loss(vocab: int) -> ValueExercise:
+    """9.uniform-loss over a vocabulary of this many tokens (the book: 2,048)."""
+    return ValueExercise(
+        id="9.uniform-loss",
+        question=(
+            f"Before training, a model that gives each of {vocab:,} tokens the same probability has what "
+            "cross-entropy loss, in nats? Give it to 3 decimal places."
+        ),
+        expected=uniform_loss(vocab),
+        explanation=(
+            f"Every target gets probability 1/{vocab}, so the loss is -ln(1/{vocab}) = ln {vocab} ≈ "
+            f"{math.log(vocab):.3f} nats. A freshly initialized model starts near this; any loss above it is worse "
+            "than guessing."
+        ),
+        hints=("Cross-entropy is -ln p(target); what is p for a uniform guess?",),
+        wrong_answers=(
+            WrongAnswer(math.log2(vocab), "That is log base 2 (bits). torch's cross-entropy uses the natural log."),
+            WrongAnswer(1 / vocab, "That is the probability of the target, not its negative log."),
+            WrongAnswer(math.log10(vocab), "That is log base 10; the loss is in nats (natural log)."),
+            WrongAnswer(
+                -math.log(vocab),
+                f"That is the log-probability of the target, ln(1/{vocab}). The loss is its negative, -ln p, "
+                "so it is positive.",
+            ),
+        ),
+        decimals=3,
+        params=(Param("vocab", 2048, (1000, 2048, 4096, 32000), shown=lambda v: f"{v:,}"),),
+        make=_uniform_loss,
+    )
+
+
 EXERCISES = (
     ValueExercise(
         id="9.parameters",
@@ -96,25 +126,7 @@ EXERCISES = (
         ),
         whole=True,
     ),
-    ValueExercise(
-        id="9.uniform-loss",
-        question=(
-            "Before training, a model that gives each of 2,048 tokens the same probability has what "
-            "cross-entropy loss, in nats? Give it to 3 decimal places."
-        ),
-        expected=uniform_loss(_VOCAB),
-        explanation=(
-            f"Every target gets probability 1/2048, so the loss is -ln(1/2048) = ln 2048 ≈ {math.log(_VOCAB):.3f} "
-            "nats. A freshly initialized model starts near this; any loss above it is worse than guessing."
-        ),
-        hints=("Cross-entropy is -ln p(target); what is p for a uniform guess?",),
-        wrong_answers=(
-            WrongAnswer(math.log2(_VOCAB), "That is log base 2 (bits). torch's cross-entropy uses the natural log."),
-            WrongAnswer(1 / _VOCAB, "That is the probability of the target, not its negative log."),
-            WrongAnswer(math.log10(_VOCAB), "That is log base 10; the loss is in nats (natural log)."),
-        ),
-        decimals=3,
-    ),
+    _uniform_loss(2048),
     ValueExercise(
         id="9.cache-bytes",
         question=(
