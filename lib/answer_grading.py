@@ -9,10 +9,10 @@ this module turns those records into grades:
   ignored, and the notebook's line says so (``counted_answers``).
 * **Values** are compared with the expected value and the known wrong answers here, by the
   book's tolerance policy (``lib.grading.grade`` on the recorded numbers).
-* **Functions** run in a fresh sandbox of their own (``lib.hidden_runs``) on the declared
-  hidden cases and on as many drawn afresh from the batch's seed (``drawn_cases``): each
-  declared input with its finite, non-zero floats scaled by up to ±25%, so a table of the
-  stored cases fails and a rerun with the same seed grades alike. The outputs come back as
+* **Functions** are read and refused as ``check()`` reads them (``lib.code_policy``), then run
+  in a fresh sandbox of their own (``lib.hidden_runs``) on the declared hidden cases and on
+  ``lib.drawn_cases.DRAWN`` inputs drawn from the exercise's domain with the batch's seed, so
+  a table of the declared cases fails and a rerun with the same seed grades alike. The outputs come back as
   arrays and are judged here against the references (``lib.grading.judge_function``).
 
 Nothing here runs the learner's code or unpickles anything.
@@ -21,12 +21,9 @@ Nothing here runs the learner's code or unpickles anything.
 from __future__ import annotations
 
 import re
-import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
-import torch
-
+from lib.drawn_cases import drawn_cases
 from lib.exercises.base import Case, FunctionExercise
 from lib.grading import (
     INCORRECT,
@@ -34,15 +31,14 @@ from lib.grading import (
     compare_case,
     grade,
     judge_function,
-    library_handed_in,
     not_a_function,
+    refused,
 )
 from lib.hidden_runs import FunctionRun, run_functions
 
 __all__ = ["CHECK_CALL", "own_cells", "counted_answers", "drawn_cases", "grade_answers", "cases_passed"]
 
 CHECK_CALL = re.compile(r"""\bcheck\(\s*["']([^"']+)["']""")
-NOISE = 0.25  # a drawn case scales each finite, non-zero float of a declared one by up to ±25%
 
 
 def own_cells(sources: Sequence[str | None]) -> dict[str, int]:
@@ -90,58 +86,15 @@ def _where(cells: list[int]) -> str:
     return " and ".join(places + ["outside any cell"] * (-1 in cells))
 
 
-def _scaled(value, generator: torch.Generator):
-    """``value`` with each finite, non-zero float entry scaled by a factor in [1 - NOISE, 1 + NOISE]."""
-    if isinstance(value, (tuple, list)):
-        return type(value)(_scaled(item, generator) for item in value)
-    if not isinstance(value, torch.Tensor) or not value.dtype.is_floating_point:
-        return value
-    noise = (torch.rand(value.shape, generator=generator, dtype=torch.float64) * 2 - 1) * NOISE
-    scaled = value.to(torch.float64) * (1 + noise)
-    return torch.where(torch.isfinite(value), scaled, value.to(torch.float64)).to(value.dtype)
-
-
-def drawn_cases(exercise: FunctionExercise, seed: int) -> tuple[Case, ...]:
-    """A case drawn from each declared one with ``seed`` (the same seed draws the same inputs):
-    its floats scaled (``NOISE``), masks, counts and sizes kept. A declared case with nothing to
-    scale, or whose reference fails on the drawn inputs, draws none."""
-    drawn = []
-    for number, case in enumerate(exercise.cases):
-        generator = torch.Generator().manual_seed(zlib.crc32(f"{seed}/{exercise.id}/{number}".encode()))
-        args = _scaled(case.args(), generator)
-        if all(_same(a, b) for a, b in zip(args, case.args(), strict=True)):
-            continue
-        try:
-            exercise.reference(*_copied(args))
-        except Exception:  # an input the reference does not take: draw none from this case
-            continue
-        drawn.append(replace(case, name=f"{case.name} (drawn)", args=lambda args=args: _copied(args)))
-    return tuple(drawn)
-
-
-def _same(a, b) -> bool:
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        return a.dtype == b.dtype and a.shape == b.shape and bool(torch.equal(a.nan_to_num(), b.nan_to_num()))
-    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    return a == b
-
-
-def _copied(args):
-    """Fresh copies of the inputs, so that a function that changes its inputs harms nothing."""
-    if isinstance(args, (tuple, list)):
-        return type(args)(_copied(item) for item in args)
-    return args.clone() if isinstance(args, torch.Tensor) else args
-
-
-def _forbidden_names(exercise: FunctionExercise) -> list[tuple[str, str]]:
-    """(dotted name, short name) of what the learner's function may neither be nor call: the
-    functions it stands for and its reference, when that lives outside ``lib.exercises``."""
-    names = [(dotted, dotted.split(".")[-1]) for dotted in exercise.stands_for]
+def _forbids(exercise: FunctionExercise) -> list[str]:
+    """Dotted names of what the learner's function may neither be, use nor copy besides what it
+    stands for: the exercise's ``forbids`` and its reference, when that lives outside ``lib.exercises``
+    (the sandbox has no ``lib.exercises`` to import it from)."""
+    names = list(exercise.forbids)
     reference = exercise.reference
     module, qualname = getattr(reference, "__module__", ""), getattr(reference, "__qualname__", "")
-    if names and module and not module.startswith("lib.exercises") and "<" not in qualname:
-        names.append((f"{module}.{qualname}", names[0][1]))
+    if exercise.stands_for and module and not module.startswith("lib.exercises") and "<" not in qualname:
+        names.append(f"{module}.{qualname}")
     return names
 
 
@@ -185,7 +138,7 @@ def grade_answers(
             functions.append((exercise, cases))
             runs.append(
                 FunctionRun(
-                    entry["pickle"], [c.args() for c in cases], _forbidden_names(exercise),
+                    entry["pickle"], [c.args() for c in cases], _forbids(exercise),
                     list(exercise.stands_for), exercise.timeout_s,
                 )
             )  # fmt: skip
@@ -193,13 +146,13 @@ def grade_answers(
             results[exercise_id] = not_a_function(exercise, entry.get("type", kind))
     if runs:
         for (exercise, cases), found in zip(functions, run(runs, **run_options), strict=True):
-            if passed is not None:  # a library handed in, or a run that failed, passes none
+            if passed is not None:  # a refused function, or a run that failed, passes none
                 passed[exercise.id] = (
                     0 if isinstance(found, tuple) else cases_passed(exercise, cases, found),
                     len(cases),
                 )
-            if isinstance(found, tuple) and found[0] == "handed in":
-                results[exercise.id] = library_handed_in(exercise, found[1])
+            if isinstance(found, tuple) and found[0] == "refused":
+                results[exercise.id] = refused(exercise, found[1])
             elif isinstance(found, tuple):
                 hint = exercise.hints[0] if exercise.hints else ""
                 results[exercise.id] = CheckResult(exercise.id, INCORRECT, found[1], hint=hint)

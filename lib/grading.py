@@ -10,9 +10,9 @@ One tolerance policy for the book (DESIGN.md):
       places."): any answer within half a unit of that last place passes (so the answer rounded
       to that precision does); a wrong answer is read at the precision it was given in, so a
       known mistake rounded more coarsely is still named (``lib.value_grading``);
-    * a function exercise declares the library functions it ``stands_for`` (the ones the learner
-      is asked to write): handing one in, or calling one while the hidden cases run, is refused
-      with "your function calls the library's softmax: write it yourself".
+    * a function exercise is judged by what the function is (``lib.code_policy``): one that is,
+      uses or copies what does the exercise's work is refused, naming what was found; the rest
+      run on the declared hidden cases and a few drawn afresh (``lib.drawn_cases``).
 
 Everything a learner's object does while it is read (``__array__``, ``__len__``, the function
 itself) runs under a time limit, with ``exit()`` turned into an exception (``lib.safe_call``).
@@ -33,6 +33,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from lib.code_policy import USES_FEEDBACK, exercise_policy, read_before_running
+from lib.drawn_cases import drawn_cases
 from lib.exercises.base import Case, Exercise, FunctionExercise, ValueExercise
 from lib.safe_call import (
     ForbiddenCall,
@@ -42,13 +44,11 @@ from lib.safe_call import (
     describe_error,
     exit_raises,
     forbid_calls,
-    handed_in,
-    resolve_dotted,
 )
 from lib.value_grading import WHOLE_ATOL, WHOLE_FEEDBACK, Tolerance, judge_value, precision_feedback, tolerance
 
 __all__ = ["grade", "tolerance", "Tolerance", "CheckResult", "CORRECT", "INCORRECT", "NOT_ATTEMPTED", "RECORDED"]
-__all__ += ["run_learner_case", "compare_case", "judge_function", "Outcome"]
+__all__ += ["run_learner_case", "compare_case", "judge_function", "Outcome", "refused"]
 
 CORRECT, INCORRECT, NOT_ATTEMPTED = "correct", "incorrect", "not attempted"
 RECORDED = "recorded"  # in a grading run: check() records the answer, and the grader grades it outside
@@ -168,46 +168,36 @@ def _grade_value(exercise: ValueExercise, answer: Any) -> CheckResult:
 
 # What a learner's function did on a case: (problem or "", output as a CPU tensor, dtype chosen by the learner)
 Outcome = tuple[str, "torch.Tensor | None", bool]
-LIBRARY_FEEDBACK = "your function calls the library's {name}: write it yourself"
-CALLS_LIBRARY = "calls the library's"
-
-
-def _forbidden(exercise: FunctionExercise) -> list[tuple[Any, str]]:
-    """The (object, short name) pairs a learner's function may neither be nor call: the library
-    functions the exercise stands for, and its reference (which may be a wrapper of them)."""
-    pairs = [(resolve_dotted(dotted)[0], dotted.split(".")[-1]) for dotted in exercise.stands_for]
-    if pairs:
-        pairs.append((exercise.reference, pairs[0][1]))
-    return pairs
+LIBRARY_FEEDBACK = USES_FEEDBACK
+CALLS_LIBRARY = "called what it may not use:"
 
 
 def _grade_function(exercise: FunctionExercise, answer: Any) -> CheckResult:
     if not callable(answer):
         return not_a_function(exercise, type(answer).__name__)
-    forbidden = _forbidden(exercise)
-    own = handed_in(answer, forbidden)
-    if own is not None:
-        return library_handed_in(exercise, own)
-    homes = [resolve_dotted(dotted)[1:] for dotted in exercise.stands_for]
+    rules = exercise_policy(exercise)
+    found = read_before_running(answer, rules) if rules is not None else ""
+    if found:  # the function is, uses or copies what does the exercise's work
+        return refused(exercise, found)
+    guarded, homes = (rules.guarded, rules.homes) if rules is not None else ([], [])
+    cases = exercise.cases + drawn_cases(exercise)  # drawn afresh on every call: a table cannot pass
     outcomes: list[Outcome] = []
-    for case in exercise.cases:
-        outcomes.append(run_learner_case(answer, case.args(), forbidden, homes, exercise.timeout_s))
+    for case in cases:
+        outcomes.append(run_learner_case(answer, case.args(), guarded, homes, exercise.timeout_s))
         if stops_the_cases(outcomes[-1][0]):
             break
-    return judge_function(exercise, exercise.cases, outcomes)
+    return judge_function(exercise, cases, outcomes)
+
+
+def refused(exercise: FunctionExercise, feedback: str) -> CheckResult:
+    """The learner's function, read before it ran, is (or uses, or copies) what it may not."""
+    message, hint = f"not graded: {feedback}.", exercise.hints[0] if exercise.hints else ""
+    return CheckResult(exercise.id, INCORRECT, message, feedback=feedback, hint=hint, mistake=feedback)
 
 
 def not_a_function(exercise: FunctionExercise, type_name: str) -> CheckResult:
     hint = exercise.hints[0] if exercise.hints else ""
     return CheckResult(exercise.id, INCORRECT, f"expected a function, but the answer is of type {type_name}", hint=hint)
-
-
-def library_handed_in(exercise: FunctionExercise, own: str) -> CheckResult:
-    """The answer is the library's own ``own``, not a function of the learner's."""
-    feedback = LIBRARY_FEEDBACK.format(name=own)
-    message = f"that is the library's own {own}, not a function of yours."
-    hint = exercise.hints[0] if exercise.hints else ""
-    return CheckResult(exercise.id, INCORRECT, message, feedback=feedback, hint=hint, mistake=feedback)
 
 
 def stops_the_cases(problem: str) -> bool:

@@ -5,8 +5,8 @@ The grader (``lib.answer_grading``) has a function a notebook recorded (pickled 
 ``run_functions`` writes the function and the inputs, as ``.npy`` files and JSON, into a
 folder, and starts this module's ``main`` in a fresh sandbox (``lib.sandbox``) with nothing
 else in it, no notebook and no ``lib/exercises``. There each function runs on each case as
-``check()`` runs it (``lib.grading.run_learner_case``: a time limit, exit() raising, the
-library functions it stands for refusing), and what it returned goes back as plain arrays,
+``check()`` runs it (read first by ``lib.code_policy``; then ``lib.grading.run_learner_case``:
+a time limit, exit() raising, what it may not use refusing), and what it returned goes back as plain arrays,
 one JSON line a case, for the grader to compare with the references it computes itself::
 
     results.jsonl   {"function": 0, "case": 2, "problem": "", "file": "out-0-2.npy", "dtype": "float32", ...}
@@ -44,7 +44,7 @@ class FunctionRun:
 
     pickled: bytes
     cases: list[tuple]  # each case's arguments: tensors, numbers, None
-    forbidden: list[tuple[str, str]]  # (dotted name, short name) of what it may neither be nor call
+    forbids: list[str]  # dotted names of what else it may neither be, use nor copy (lib.code_policy)
     stands_for: list[str]  # the dotted names of the library functions it is asked to write
     timeout_s: float
 
@@ -80,8 +80,9 @@ def main(folder: str) -> int:
     """The sandbox's side: run each requested function on its cases, writing results as they come."""
     import cloudpickle
 
+    from lib.code_policy import policy, read_before_running
     from lib.grading import run_learner_case, stops_the_cases
-    from lib.safe_call import GradingTimeout, call_with_timeout, describe_error, handed_in, resolve_dotted
+    from lib.safe_call import GradingTimeout, call_with_timeout, describe_error
 
     root = Path(folder)
     request = json.loads((root / "request.json").read_text())
@@ -101,16 +102,18 @@ def main(folder: str) -> int:
             except (Exception, SystemExit, GeneratorExit, GradingTimeout) as error:  # the learner's pickle
                 emit(function=index, problem=f"could not load your function for grading ({describe_error(error)})")
                 continue
-            forbidden = [(resolve_dotted(dotted)[0], short) for dotted, short in run["forbidden"]]
-            own = handed_in(function, forbidden)
-            if own is not None:
-                emit(function=index, handed_in=own)
-                continue
-            homes = [resolve_dotted(dotted)[1:] for dotted in run["stands_for"]]
+            guarded, homes = [], []
+            if run["stands_for"] or run["forbids"]:  # check()'s rules, read here from the names
+                rules = policy(run["stands_for"], run["forbids"])
+                found = read_before_running(function, rules)
+                if found:
+                    emit(function=index, refused=found)
+                    continue
+                guarded, homes = rules.guarded, rules.homes
             for number, case in enumerate(run["cases"]):
                 emit(function=index, case=number, start=True)
                 args = tuple(_load_arg(spec, root) for spec in case)
-                problem, got, typed = run_learner_case(function, args, forbidden, homes, run["timeout_s"])
+                problem, got, typed = run_learner_case(function, args, guarded, homes, run["timeout_s"])
                 entry = {"function": index, "case": number, "problem": problem, "typed": typed}
                 if got is not None:
                     entry |= _save_output(got, root, f"out-{index}-{number}")
@@ -161,7 +164,7 @@ def _run_once(runs: list[FunctionRun], skip: set[int], sandboxed: bool, limits: 
                 [_save_arg(a, folder, f"in-{index}-{n}-{k}") for k, a in enumerate(c)] for n, c in enumerate(run.cases)
             ]
             request.append(
-                {"pickle": f"function-{index}.pkl", "cases": cases, "forbidden": run.forbidden,
+                {"pickle": f"function-{index}.pkl", "cases": cases, "forbids": run.forbids,
                  "stands_for": run.stands_for, "timeout_s": run.timeout_s, "skip": index in skip}
             )  # fmt: skip
         (folder / "request.json").write_text(json.dumps({"functions": request}))
@@ -208,7 +211,8 @@ def _in_order(cases: dict[int, Outcome], n_cases: int) -> list[Outcome]:
 def run_functions(runs: list[FunctionRun], *, sandboxed: bool = True, limits: sandbox.Limits | None = None):
     """Run each function on its cases, in a sandbox (or, with ``sandboxed=False``, a plain
     process). Returns, per run: a list of ``Outcome`` (one a case, fewer when a case stopped
-    the run), or ("handed in", name) for the library's own function, or ("problem", text)."""
+    the run), or ("refused", feedback) for one the code policy refuses (the library's own function,
+    one that uses or copies it), or ("problem", text)."""
     limits = limits or sandbox.Limits()
     found: dict[int, Any] = {}
     skip: set[int] = set()
@@ -221,8 +225,8 @@ def run_functions(runs: list[FunctionRun], *, sandboxed: bool = True, limits: sa
             if not 0 <= index < len(runs) or index in skip:
                 continue
             current = index
-            if "handed_in" in entry:
-                found[index] = ("handed in", str(entry["handed_in"])[:80])
+            if "refused" in entry:
+                found[index] = ("refused", str(entry["refused"])[:300])
                 skip.add(index)
             elif "problem" in entry and "case" not in entry:
                 found[index] = ("problem", str(entry["problem"])[:300])

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import inspect
 import math
 import signal
 import threading
@@ -146,6 +147,7 @@ def _guard(name: str, fired: list[str]) -> Callable:
     return refused
 
 
+_NOT_SEARCHED = {"", "torch", "builtins", "numpy", "importlib", "inspect", "runpy"}
 _REFUSE = "__lib_safe_call_refuse__"  # the global a refusing code object calls
 
 
@@ -246,19 +248,24 @@ def forbid_calls(
                 undo.append(lambda obj=obj, code=code: setattr(obj, "__code__", code))
         functions = _reached_functions(function)
         namespaces = [f.__globals__ for f in functions]
-        roots = {str(getattr(obj, "__module__", "") or "").split(".")[0] for obj, _ in forbidden} - {""}
+        # The packages whose modules a function's globals reach are searched for forbidden objects;
+        # torch and the standard library are not (hundreds of modules): their homes are named instead.
+        roots = {str(getattr(obj, "__module__", "") or "").split(".")[0] for obj, _ in forbidden} - _NOT_SEARCHED
         namespaces += [vars(module) for module in _reached_modules(namespaces, roots)]
         for owner, attribute in homes:
             if isinstance(owner, types.ModuleType):
                 namespaces.append(vars(owner))
                 continue
-            original = vars(owner).get(attribute)
+            own = attribute in vars(owner)
+            original = vars(owner)[attribute] if own else inspect.getattr_static(owner, attribute, None)
             name = match(original)
-            if name is not None:
+            if name is not None:  # an inherited method (Tensor.softmax, from TensorBase) is shadowed, then removed
                 guard = _guard(name, fired)
                 setattr(owner, attribute, staticmethod(guard) if isinstance(original, staticmethod) else guard)
                 undo.append(
-                    lambda owner=owner, attribute=attribute, original=original: setattr(owner, attribute, original)
+                    lambda owner=owner, attribute=attribute, original=original, own=own: (
+                        setattr(owner, attribute, original) if own else delattr(owner, attribute)
+                    )
                 )
         seen: set[int] = set()
         for namespace in namespaces:

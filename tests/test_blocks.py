@@ -382,12 +382,20 @@ def test_chapter_4_answers_agree_with_lib_blocks():
     assert 3 * 400 * swiglu_hidden(400) > 8 * 400**2  # 8·400/3 is not whole: swiglu_hidden rounds up
 
 
-def test_rms_norm_exercise_accepts_torch_and_names_layer_norm():
-    from lib.checks import CORRECT, INCORRECT, exercises, grade
+def test_rms_norm_exercise_refuses_torch_and_names_layer_norm():
+    """torch's own RMSNorm does the exercise's work: refused, by name (issue 30). A LayerNorm
+    written by hand is the named mistake."""
+    from lib.checks import INCORRECT, exercises, grade
 
     exercise = exercises()["4.rms-norm"]
-    assert grade(exercise, lambda x, w, eps: F.rms_norm(x, (x.shape[-1],), w, eps)).status == CORRECT
-    result = grade(exercise, lambda x, w, eps: F.layer_norm(x, (x.shape[-1],), w, None, eps))
+    result = grade(exercise, lambda x, w, eps: F.rms_norm(x, (x.shape[-1],), w, eps))
+    assert result.status == INCORRECT and "torch.nn.functional.rms_norm" in result.feedback
+
+    def by_hand(x, w, eps):
+        centered = x - x.mean(dim=-1, keepdim=True)
+        return centered * torch.rsqrt(centered.pow(2).mean(dim=-1, keepdim=True) + eps) * w
+
+    result = grade(exercise, by_hand)
     assert result.status == INCORRECT and "that is LayerNorm" in result.feedback
 
 

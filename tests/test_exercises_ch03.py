@@ -36,7 +36,7 @@ def test_rope_pairs_tells_float32_angles_from_a_wrong_formula():
     assert grade(exercise, _rope_pairs).status == CORRECT
     result = grade(exercise, lambda x, p, f: _rope_pairs(x, p, f, angle_dtype=torch.float32))
     assert result.status == INCORRECT
-    assert "fails 1 of 5" in result.message and "large positions" in result.message
+    assert "fails 1 of 9" in result.message and "large positions" in result.message  # 5 declared, 4 drawn
     assert "precision" in result.feedback and "float64" in result.feedback
     clockwise = grade(exercise, lambda x, p, f: _rope_pairs(x, p, f, sign=-1.0))
     assert clockwise.status == INCORRECT and "clockwise" in clockwise.feedback

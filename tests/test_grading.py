@@ -159,7 +159,7 @@ def test_half_precision_result_gets_dtype_feedback():
     softmax_exercise = find("1.stable-softmax")
 
     def half(x):
-        return torch.softmax(x.half(), dim=-1)
+        return _stable_softmax(x.half())
 
     result = grade(softmax_exercise, half)
     assert result.status == INCORRECT
@@ -242,15 +242,16 @@ def test_library_guard_catches_every_route_and_restores_everything():
     from lib.attention import softmax
 
     exercise = find("1.stable-softmax")
-    message = grading.LIBRARY_FEEDBACK.format(name="softmax")
-    assert message == "your function calls the library's softmax: write it yourself"
+    message = grading.LIBRARY_FEEDBACK.format(name="lib.attention.softmax")
+    assert message == "your function uses lib.attention.softmax, which does this exercise's work: write it yourself"
+    hidden = "soft" + "max"  # a name the reading before the run cannot see: the guard refuses it while it runs
 
     def helper(x):
         return softmax(x)
 
     def swallowing(x):
         try:
-            return softmax(x)
+            return getattr(lib.attention, hidden)(x)
         except BaseException:
             return _stable_softmax(x)
 
@@ -258,15 +259,17 @@ def test_library_guard_catches_every_route_and_restores_everything():
         inner = softmax
         return lambda x: inner(x)
 
-    routes = [softmax, lambda x: softmax(x), lambda x: lib.attention.softmax(x), lambda x: helper(x), swallowing]
-    routes += [closure(), lambda x, f=softmax: f(x)]
+    routes = [lambda x: softmax(x), lambda x: lib.attention.softmax(x), lambda x: helper(x), swallowing]
+    routes += [closure(), lambda x, f=softmax: f(x), lambda x: getattr(lib.attention, hidden)(x)]
     for route in routes:
         result = grade(exercise, route)
         assert result.status == INCORRECT and result.feedback == message, route
+    assert grade(exercise, swallowing).message.startswith("not graded: while the hidden case 'small scores' ran")
+    assert "lib.attention.softmax itself" in grade(exercise, softmax).feedback
     code = softmax.__code__
 
     def slow(x):
-        softmax(x[..., :1])
+        getattr(lib.attention, hidden)(x[..., :1])
         while True:
             pass
 

@@ -10,8 +10,8 @@ from lib.hidden_runs import FunctionRun, run_functions
 CASES = [(torch.tensor([[1.0, 2.0]]),), (torch.tensor([[3.0, -1.0]], dtype=torch.float64),)]
 
 
-def _run(function, forbidden=()) -> FunctionRun:
-    return FunctionRun(cloudpickle.dumps(function), CASES, list(forbidden), [], 2.0)
+def _run(function, forbids=()) -> FunctionRun:
+    return FunctionRun(cloudpickle.dumps(function), CASES, list(forbids), [], 2.0)
 
 
 @pytest.mark.usefixtures("needs_sandbox")
@@ -28,7 +28,7 @@ def test_functions_run_in_a_sandbox_and_only_their_outputs_come_back():
     runs = [
         _run(lambda scores: (scores * 2).to(torch.bfloat16)),
         _run(_leaves),
-        _run(lib.attention.softmax, forbidden=[("lib.attention.softmax", "softmax")]),
+        _run(lib.attention.softmax, forbids=["lib.attention.softmax"]),
         _run(lambda scores: open("/etc/hostname").read() and __import__("socket").create_connection(("1.1.1.1", 53))),
         FunctionRun(b"not a pickle", CASES, [], [], 2.0),
     ]
@@ -36,7 +36,7 @@ def test_functions_run_in_a_sandbox_and_only_their_outputs_come_back():
     assert [outcome[0] for outcome in doubled] == ["", ""]
     assert doubled[0][1].dtype == torch.bfloat16 and doubled[0][1].tolist() == [[2.0, 4.0]] and doubled[0][2]
     assert leaves[0][0] == "" and leaves[1] == ("ended the process that ran it (exit status 3)", None, False)
-    assert library == ("handed in", "softmax")
+    assert library == ("refused", "that is lib.attention.softmax itself, not a function of yours: write it yourself")
     assert network[0][0].startswith("raised OSError") or network[0][0].startswith("raised FileNotFoundError")
     assert broken[0] == "problem" and broken[1].startswith("could not load your function for grading")
 
@@ -50,3 +50,26 @@ def test_results_or_outputs_left_as_fifos_do_not_stall_the_grader(tmp_path):
     assert _read_results(tmp_path) == []
     os.mkfifo(tmp_path / "out-0-0.npy")
     assert _output({"file": "out-0-0.npy", "dtype": "float32"}, tmp_path) is None
+
+
+def test_the_worker_reads_a_function_before_running_it_as_check_does():
+    """The teacher's worker applies check()'s code policy: a copy of the library's code object,
+    a function that refers to torch's softmax, and one that calls it by a name the reading cannot
+    see (refused while it runs) are all refused, naming what was found; an honest one runs."""
+    import types
+
+    import lib.attention
+
+    softmax = lib.attention.softmax
+    copy = types.FunctionType(softmax.__code__, softmax.__globals__, None, softmax.__defaults__)
+    hidden = "soft" + "max"
+    forbids = ["torch.softmax", "torch.Tensor.softmax"]
+    runs = [
+        FunctionRun(cloudpickle.dumps(f), CASES, forbids, ["lib.attention.softmax"], 2.0)
+        for f in (copy, lambda s: torch.softmax(s, -1), lambda s: getattr(torch, hidden)(s, -1), lambda s: s.exp())
+    ]
+    copied, named, dynamic, honest = run_functions(runs, sandboxed=False)
+    assert copied[0] == "refused" and ("lib/attention.py" in copied[1] or "lib.attention.softmax" in copied[1]), copied
+    assert named == ("refused", "your function uses torch.softmax, which does this exercise's work: write it yourself")
+    assert dynamic[0][0] == "called what it may not use: torch.softmax", dynamic
+    assert [outcome[0] for outcome in honest] == ["", ""]

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from _notebooks import CHAPTER_1, ROOT, sandboxed_processes, write_notebook
 
+from lib.drawn_cases import DRAWN
 from lib.exercises import find
 
 pytestmark = pytest.mark.usefixtures("needs_sandbox")
@@ -232,10 +233,10 @@ def test_no_hand_in_changes_any_grade_but_its_own(tmp_path):
     assert graded["h_vandal"]["exercises"]["1.equal-scores"] == "correct"
     assert graded["h_cheats"]["details"]["1.equal-scores"]["message"].startswith("[1., 1.] is not it")
     lookup = graded["h_cheats"]["details"]["1.stable-softmax"]["message"]
-    assert lookup.startswith("fails 6 of 12 hidden cases") and "(drawn)" in lookup
+    assert lookup.startswith(f"fails {DRAWN} of {6 + DRAWN} hidden cases") and "drawn at random" in lookup
     assert graded["h_key_thief"]["exercises"]["1.longer-query"] == "not attempted"
     walker = graded["h_key_thief"]["details"]["1.stable-softmax"]["message"]
-    assert walker.startswith("fails 12 of 12 hidden cases"), walker
+    assert walker.startswith(f"fails {6 + DRAWN} of {6 + DRAWN} hidden cases"), walker
     for student in ("h_kills_all", "h_parricide"):
         assert graded[student]["exercises"]["1.wider-variance"] == "not run"
         assert graded[student]["problems"][-1].startswith(("grading process killed", "kernel died")), student

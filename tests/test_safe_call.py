@@ -134,3 +134,19 @@ def test_handed_in_sees_the_function_itself_a_bound_method_and_a_partial():
     assert handed_in(Library().softmax, forbidden) == "softmax"  # a bound method of it
     assert handed_in(functools.partial(Library.softmax, None), forbidden) == "softmax"
     assert handed_in(lambda x: Library.softmax(None, x), forbidden) is None  # a wrapper is the guard's job
+
+
+def test_forbid_calls_shadows_an_inherited_method_and_removes_the_shadow():
+    """Tensor.softmax lives on torch._C.TensorBase: the guard shadows it on torch.Tensor while the
+    block runs, and afterwards torch.Tensor holds no attribute of its own by that name again."""
+    from lib.safe_call import ForbiddenCall, forbid_calls
+
+    def learner(x):
+        return x.softmax(-1)
+
+    assert "softmax" not in vars(torch.Tensor)
+    with forbid_calls(learner, [(torch.Tensor.softmax, "torch.Tensor.softmax")], [(torch.Tensor, "softmax")]) as fired:
+        with pytest.raises(ForbiddenCall):
+            learner(torch.zeros(2))
+    assert fired == ["torch.Tensor.softmax"] and "softmax" not in vars(torch.Tensor)
+    torch.testing.assert_close(learner(torch.zeros(2)), torch.tensor([0.5, 0.5]))

@@ -70,6 +70,14 @@ class FunctionExercise:
     # ("lib.attention.softmax"): handing one in, or calling one from the learner's function,
     # is refused with a message that says so.
     stands_for: tuple[str, ...] = ()
+    # Everything else that does the exercise's work and may not be used (dotted names: torch's
+    # functions, methods such as "torch.Tensor.softmax", classes, the library's near relatives).
+    # The learner's function is read before it runs (lib.code_policy) and these refuse while the
+    # hidden cases run. An exercise that declares neither this nor ``stands_for`` checks nothing.
+    forbids: tuple[str, ...] = ()
+    # Draws one input from the exercise's domain with the torch.Generator it is given (shapes and
+    # values): each grading adds a few such cases to the declared ones (lib.drawn_cases).
+    draw: Callable[[Any], tuple] | None = None
     # What a result in a lower precision than the inputs' means for this exercise, where the
     # general message (float16's 3 digits, its exp overflowing past 11) would not fit.
     dtype_feedback: str = ""

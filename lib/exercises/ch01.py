@@ -15,6 +15,7 @@ import math
 import torch
 
 from lib.attention import softmax
+from lib.drawn_cases import integer, normal, sizes
 from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswer
 from lib.variants import Param
 
@@ -275,6 +276,31 @@ CHAPTER_1 = (
 )
 
 
+_SOFTMAXES = (  # any softmax does this exercise's work, torch's or the library's
+    "torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax", "torch.special.softmax",
+    "torch.log_softmax", "torch.Tensor.log_softmax", "torch.nn.functional.log_softmax", "torch.special.log_softmax",
+    "torch.nn.functional.softmin", "torch.nn.functional.gumbel_softmax", "torch.nn.Softmax", "torch.nn.LogSoftmax",
+    "torch.nn.Softmin", "torch.nn.functional.scaled_dot_product_attention", "torch.nn.MultiheadAttention",
+    "lib.online_softmax.online_softmax", "lib.online_softmax.online_softmax_update", "lib.attention.attention",
+    "lib.tiled_softmax.tiled_attention",
+)  # fmt: skip
+
+
+def _draw_scores(generator: torch.Generator) -> tuple[torch.Tensor]:
+    """Scores of 1 to 3 axes, some rows shifted by ±1000, some entries -inf, sometimes a whole row
+    (the first, when there are several): no drawn input gives all zeros, so no guess of zeros passes."""
+    shape = sizes(generator, integer(generator, 1, 3), 1, 5)
+    x = normal(generator, shape, scale=3.0, dtype=torch.float64)
+    if integer(generator, 0, 1):
+        x = x + normal(generator, (*shape[:-1], 1), scale=1000.0, dtype=torch.float64).round()
+    masked = torch.rand(shape, generator=generator) < 0.25
+    masked[..., -1] = False  # every row reads something, but the one made all -inf below
+    x = x.masked_fill(masked, float("-inf"))
+    if math.prod(shape[:-1]) > 1 and integer(generator, 0, 1):  # one row of several
+        x[(0,) * (len(shape) - 1)] = float("-inf")
+    return (x.float(),)
+
+
 def _rows(*rows: list[float]) -> tuple[torch.Tensor]:
     return (torch.tensor(rows, dtype=torch.float32),)
 
@@ -335,6 +361,8 @@ CHAPTER_1_FUNCTIONS = (
         explanation="Subtracting the row max keeps every exponent ≤ 0; guarding the all -inf row keeps NaN out.",
         hints=("x - x.amax(dim=-1, keepdim=True) is the stable shift; torch.where can guard the all -inf row.",),
         stands_for=("lib.attention.softmax",),
+        forbids=_SOFTMAXES,
+        draw=_draw_scores,
     ),
 )
 

@@ -13,6 +13,7 @@ import math
 import torch
 
 from lib.attention import MultiHeadAttention, causal_mask, padding_mask
+from lib.drawn_cases import integer, normal, sizes
 from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswer
 from lib.variants import Param
 
@@ -325,6 +326,25 @@ def _merge_interleaved(x):
     return x.permute(0, 2, 3, 1).reshape(batch, tokens, heads * width)
 
 
+MASK_BUILDERS = (  # what builds a causal (or banded) mask, the library's or torch's
+    "lib.masks.sliding_window_mask", "lib.masks.mask_from_torch", "lib.tiling.Tiling.band", "lib.costs.pattern_mask",
+    "torch.nn.attention.bias.causal_lower_right", "torch.nn.attention.bias.causal_upper_left",
+    "torch.nn.attention.bias.CausalBias", "torch.nn.attention.bias.CausalBias._materialize",
+)  # fmt: skip
+
+
+def _draw_heads(generator: torch.Generator) -> tuple[torch.Tensor]:
+    """(B, h, N, d_v) per-head outputs of any sizes."""
+    return (normal(generator, sizes(generator, 4, 1, 4)),)
+
+
+def _draw_lengths(generator: torch.Generator) -> tuple[torch.Tensor, int, int]:
+    """A batch of lengths 0..M, and N <= M queries aligned to the last of M keys."""
+    n_keys = integer(generator, 1, 7)
+    lengths = torch.randint(0, n_keys + 1, (integer(generator, 1, 3),), generator=generator)
+    return lengths, integer(generator, 1, n_keys), n_keys
+
+
 def _heads(*shape: int) -> tuple[torch.Tensor]:
     return (torch.arange(math.prod(shape), dtype=torch.float32).reshape(shape).sin(),)  # (B, h, N, D)
 
@@ -374,6 +394,8 @@ CHAPTER_2_FUNCTIONS = (
         explanation="x.transpose(1, 2) gives (B, N, h, d_v); reshape(B, N, h·d_v) then lays the heads side by side.",
         hints=("Which axis must sit next to d_v before the last two axes are flattened together?",),
         stands_for=("lib.attention.MultiHeadAttention.merge_heads",),
+        forbids=("lib.attention.MultiHeadAttention", "torch.nn.MultiheadAttention"),
+        draw=_draw_heads,
     ),
     FunctionExercise(
         id="2.causal-padding-mask",
@@ -437,6 +459,8 @@ CHAPTER_2_FUNCTIONS = (
         atol=0.0,
         rtol=0.0,
         stands_for=("lib.attention.padding_mask", "lib.attention.causal_mask"),
+        forbids=MASK_BUILDERS,
+        draw=_draw_lengths,
     ),
 )
 

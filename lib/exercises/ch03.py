@@ -11,6 +11,7 @@ import math
 
 import torch
 
+from lib.drawn_cases import integer, normal, sizes
 from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswer
 from lib.rope import apply_rope
 from lib.variants import Param
@@ -324,6 +325,17 @@ def _case_x(*shape: int, seed: int) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
 
 
+def _draw_rope(generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """x of 0 to 2 leading axes, (N, d_k); positions anywhere in [0, 4), not whole; freqs in (0, 1]. Small
+    angles, as the declared small cases': float32 angles fail only the large-position case, which says why."""
+    lead = sizes(generator, integer(generator, 0, 2), 1, 3)
+    n, pairs = integer(generator, 1, 5), integer(generator, 1, 4)
+    x = normal(generator, (*lead, n, 2 * pairs), dtype=torch.float64)
+    positions = torch.rand(n, generator=generator, dtype=torch.float64) * 4
+    freqs = 1 - torch.rand(pairs, generator=generator, dtype=torch.float64)
+    return x, positions, freqs
+
+
 def _f64(values) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.float64)
 
@@ -403,6 +415,8 @@ CHAPTER_3_FUNCTIONS = (
         atol=1e-6,
         rtol=1e-6,
         stands_for=("lib.rope.apply_rope", "lib.rope.rotate_pairs"),
+        forbids=("lib.rope.rope_rotation_matrix", "lib.rope.rope_cos_sin", "lib.rope.rope_angles"),
+        draw=_draw_rope,
         dtype_feedback=(
             "Your function returned float32 for float64 inputs. The formula may well be right; the precision "
             "is not: near position 10⁶ a float32 angle is off by up to about 0.03 rad. Keep the angles and "

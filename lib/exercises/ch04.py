@@ -13,6 +13,7 @@ import torch
 
 from lib.blocks import layer_norm, rms_norm, swiglu_hidden
 from lib.costs import block_weights
+from lib.drawn_cases import integer, normal, sizes
 from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswer
 from lib.variants import Param
 
@@ -310,6 +311,21 @@ def _rows(*rows: list[float], weight: list[float] | None = None, eps: float = 1e
     return x, w, eps
 
 
+_NORMS = (  # every norm, torch's and the library's
+    "torch.nn.functional.rms_norm", "torch.nn.RMSNorm", "torch.nn.functional.layer_norm", "torch.nn.LayerNorm",
+    "torch.nn.functional.normalize", "lib.blocks.RMSNorm", "lib.blocks.LayerNorm", "lib.blocks.make_norm",
+    "lib.blocks.layer_norm",
+)  # fmt: skip
+
+
+def _draw_tokens(generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """Tokens of 1 to 3 axes and 1 to 8 features, any scale, a learned weight and an eps."""
+    shape = sizes(generator, integer(generator, 1, 3), 1, 8)
+    scale = (0.01, 1.0, 30.0)[integer(generator, 0, 2)]
+    eps = (1e-6, 1e-5, 1e-3, 0.1)[integer(generator, 0, 3)]
+    return normal(generator, shape, scale=scale), normal(generator, shape[-1:]), eps
+
+
 CHAPTER_4_FUNCTIONS = (
     FunctionExercise(
         id="4.rms-norm",
@@ -383,6 +399,8 @@ CHAPTER_4_FUNCTIONS = (
         ),
         hints=("x.pow(2).mean(dim=-1, keepdim=True) is each token's mean square; torch.rsqrt is 1 / sqrt.",),
         stands_for=("lib.blocks.rms_norm",),
+        forbids=_NORMS,
+        draw=_draw_tokens,
     ),
 )
 

@@ -12,6 +12,7 @@ import math
 import torch
 
 from lib.costs import MIB, causal_pairs, global_local_pairs, layer_flops, score_matrix_bytes, window_pairs
+from lib.drawn_cases import integer, normal
 from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswer
 from lib.online_softmax import online_softmax_update
 from lib.variants import Param
@@ -347,6 +348,17 @@ def _state(m: list[float], l: list[float], block: list[list[float]]) -> tuple[to
     return torch.tensor(m), torch.tensor(l), torch.tensor(block)
 
 
+def _draw_state(generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """R rows: some fresh (m = -inf, l = 0), the rest with l >= 1; a block with some -inf scores."""
+    rows, width = integer(generator, 1, 4), integer(generator, 1, 5)
+    fresh = torch.rand(rows, generator=generator) < 0.3
+    m = normal(generator, (rows,), scale=3.0).masked_fill(fresh, -INF)
+    l = (1 + torch.rand(rows, generator=generator) * 4).masked_fill(fresh, 0.0)
+    block = normal(generator, (rows, width), scale=3.0)
+    block = block.masked_fill(torch.rand(rows, width, generator=generator) < 0.25, -INF)
+    return m, l, block
+
+
 def _no_rescale(m, l, block):
     m_new = torch.maximum(m, block.amax(dim=-1))
     return torch.stack((m_new, l + torch.exp(block - m_new[..., None]).sum(dim=-1)))
@@ -456,6 +468,12 @@ CHAPTER_5_FUNCTIONS = (
         ),
         hints=("m_new = torch.maximum(m, block.amax(dim=-1)); torch.nan_to_num(m_new, neginf=0.0) is a safe shift.",),
         stands_for=("lib.online_softmax.online_softmax_update",),
+        forbids=(
+            "lib.online_softmax.online_softmax",
+            "lib.online_softmax.online_softmax_steps",
+            "lib.attention.softmax",
+        ),
+        draw=_draw_state,
     ),
 )
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 import torch
 
 from lib.attention import causal_mask
+from lib.drawn_cases import integer
 from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswer
+from lib.exercises.ch02 import MASK_BUILDERS
 from lib.kv_cache import blocks_needed, kv_cache_bytes
 from lib.variants import Param
 
@@ -404,5 +406,7 @@ EXERCISES = (
         explanation="Bottom-right alignment: query i at position n_cached + i reads keys 0..n_cached + i.",
         hints=("Compare key positions j with query positions n_cached + i: allowed where j <= n_cached + i.",),
         stands_for=("lib.attention.causal_mask",),
+        forbids=MASK_BUILDERS + ("lib.attention.padding_mask",),
+        draw=lambda generator: (integer(generator, 1, 6), integer(generator, 0, 10)),  # n_new, n_cached
     ),
 )

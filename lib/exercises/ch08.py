@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from lib.drawn_cases import integer, normal, sizes
 from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswer
 from lib.variants import Param
 from lib.vit import conv_weight, patchify
@@ -180,6 +181,25 @@ def _weight(d: int, length: int) -> torch.Tensor:
     return torch.arange(d * length, dtype=torch.float32).reshape(d, length) * 0.5 + 0.25
 
 
+_PATCHES = (  # unfold in all its forms, and the convolution a patch projection equals
+    "torch.Tensor.unfold", "torch.nn.functional.unfold", "torch.nn.Unfold", "torch.nn.functional.fold",
+    "torch.nn.Fold", "torch.nn.functional.conv2d", "torch.conv2d", "torch.nn.Conv2d", "lib.vit.PatchEmbed",
+)  # fmt: skip
+
+
+def _draw_images(generator: torch.Generator) -> tuple[torch.Tensor, int]:
+    """(B, C, H, W) images whose sides are whole numbers of p×p patches."""
+    patch = integer(generator, 1, 4)
+    batch, channels, rows, columns = (*sizes(generator, 2, 1, 3), *sizes(generator, 2, 1, 3))
+    return normal(generator, (batch, channels, rows * patch, columns * patch)), patch
+
+
+def _draw_weight(generator: torch.Generator) -> tuple[torch.Tensor, int, int]:
+    """A (d, C·p·p) linear weight, with C and p."""
+    d, channels, patch = integer(generator, 1, 5), integer(generator, 1, 3), integer(generator, 1, 3)
+    return normal(generator, (d, channels * patch * patch)), channels, patch
+
+
 CHAPTER_8_FUNCTIONS = (
     FunctionExercise(
         id="8.patchify",
@@ -251,6 +271,8 @@ CHAPTER_8_FUNCTIONS = (
         ),
         hints=("images.reshape(B, C, H // p, p, W // p, p), then .permute(...) and .reshape(B, N, C * p * p).",),
         stands_for=("lib.vit.patchify", "lib.vit.patchify_loop"),
+        forbids=_PATCHES,
+        draw=_draw_images,
     ),
     FunctionExercise(
         id="8.conv-weight",
@@ -293,6 +315,8 @@ CHAPTER_8_FUNCTIONS = (
         explanation="linear_weight.reshape(d, C, p, p): the patch vectors are already in the kernel's order.",
         hints=("No transpose or permute is needed if patches were flattened in (C, p, p) order.",),
         stands_for=("lib.vit.conv_weight",),
+        forbids=("lib.vit.PatchEmbed",),
+        draw=_draw_weight,
     ),
 )
 

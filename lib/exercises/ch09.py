@@ -13,6 +13,7 @@ import math
 import torch
 
 from lib.capstone import sampling_probabilities
+from lib.drawn_cases import integer, normal
 from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswer
 from lib.gpt import GPTConfig, count_parameters
 from lib.kv_cache import kv_cache_bytes
@@ -202,6 +203,15 @@ EXERCISES = (
     ),
 )
 
+
+def _draw_logits(generator: torch.Generator) -> tuple[torch.Tensor, float, int | None]:
+    """(B, V) logits, a temperature in [0.3, 2.3) and a top_k of 1..V or None."""
+    rows, vocabulary = integer(generator, 1, 3), integer(generator, 2, 8)
+    temperature = 0.3 + 2 * float(torch.rand((), generator=generator))
+    top_k = integer(generator, 0, vocabulary) or None
+    return normal(generator, (rows, vocabulary), scale=2.0), temperature, top_k
+
+
 # 9.sample-probs: the distribution the sampling step draws from.
 CHAPTER_9_FUNCTIONS = (
     FunctionExercise(
@@ -255,6 +265,8 @@ CHAPTER_9_FUNCTIONS = (
         ),
         hints=("masked_fill with -inf before the softmax gives the removed tokens probability 0.",),
         stands_for=("lib.capstone.sampling_probabilities", "lib.gpt.sample_next"),
+        forbids=("lib.gpt.GPT.generate",),
+        draw=_draw_logits,
     ),
 )
 
