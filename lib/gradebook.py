@@ -69,7 +69,7 @@ class Row:
 
 def exercise_points(exercise_id: str) -> float:
     """What an exercise is worth: its ``points``, 1 when it declares none."""
-    points = getattr(exercises()[exercise_id], "points", 1)
+    points = exercises()[exercise_id].points
     if isinstance(points, bool) or not isinstance(points, (int, float)) or not points > 0:
         raise GradebookError(f"exercise {exercise_id!r} declares points={points!r}: a positive number is needed")
     return float(points)

@@ -41,6 +41,7 @@ class ValueExercise:
     # which builds this exercise (answer, named mistakes, question) for any choice of them.
     params: tuple[Any, ...] = ()
     make: Callable[..., ValueExercise] | None = None
+    points: float = 1  # what it is worth in the gradebook (python -m lib.student grade)
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ class FunctionExercise:
     # What a result in a lower precision than the inputs' means for this exercise, where the
     # general message (float16's 3 digits, its exp overflowing past 11) would not fit.
     dtype_feedback: str = ""
+    points: float = 1  # what it is worth in the gradebook; --partial gives the share of cases passed
 
 
 Exercise = ValueExercise | FunctionExercise

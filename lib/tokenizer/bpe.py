@@ -1,6 +1,6 @@
 """Byte-level BPE (chapter 7): training, encoding, and published vocabularies.
 
-``BPETokenizer`` learns merges (Sennrich et al., 2016): start from the 256 byte values,
+``BPETokenizer`` learns merges (Sennrich et al., 2016, on bytes as GPT-2 does): start from the 256 byte values,
 repeatedly find the most frequent adjacent pair of ids and give it a new id. Two trainers
 give identical merges: ``train_naive`` recounts every pair after every merge (easy to
 follow, slow), ``train`` keeps the counts and updates them only in the chunks that

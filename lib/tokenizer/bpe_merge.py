@@ -5,7 +5,7 @@ pair with the lowest rank (its new id), the leftmost on a tie. That is tiktoken'
 and for a trained merge list it is also "merge every occurrence of the earliest merge".
 
 - ``bpe_merge_simple``: rescan, merge one pair, repeat. O(n²) for a chunk of n bytes; the
-  readable version, and the fastest for words.
+  readable version, used for chunks under 64 bytes (``bpe._HEAP_FROM``).
 - ``bpe_merge_heap``: a heap of candidate pairs over a linked list of tokens, O(n log n).
 - ``bpe_merge_rounds``: one rank per round, every occurrence at once, with numpy; for
   chunks of kilobytes (a megabyte without a space), falling back to the heap where the
