@@ -21,6 +21,32 @@ def needs_sandbox():
     require_sandbox()
 
 
+# Test files whose notebooks or hidden runs go through a bubblewrap sandbox. Two of them count
+# every sandbox process on the machine (tests/_notebooks.sandboxed_processes), so under
+# pytest-xdist these files share one worker and never run beside each other.
+SANDBOX_FILES = {
+    "test_answer_grading.py",
+    "test_batch_grading.py",
+    "test_checks.py",
+    "test_grade_command.py",
+    "test_gradebook.py",
+    "test_grading_process.py",
+    "test_hidden_runs.py",
+    "test_hostile_grading.py",
+    "test_sandbox.py",
+    "test_student.py",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    """For `make test`'s --dist loadgroup: a test file, or a notebook, runs whole on one worker
+    (module fixtures are built once, a notebook's cells share one kernel), and the sandboxed
+    files all on the same one."""
+    for item in items:
+        name = item.path.name
+        item.add_marker(pytest.mark.xdist_group("sandbox" if name in SANDBOX_FILES else str(item.path)))
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers",
