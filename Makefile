@@ -73,10 +73,11 @@ trained: $(STAMP)
 ## out (a stalled kernel) is run once more, and the output says so (tests/nbval_rerun.py).
 ## The tests run on TEST_WORKERS processes at once (pytest-xdist; default: one per core, at most 4,
 ## since each notebook's kernel holds a few hundred MB), each test file and each notebook whole on
-## one of them, and the sandboxed grading tests together (--dist loadgroup; tests/conftest.py).
+## one of them (--dist loadscope: a notebook's cells share one kernel); the sandboxed grading test
+## files take turns (tests/conftest.py).
 NBVAL_CELL_TIMEOUT := 300
 TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(min(4, os.cpu_count() or 1))")
-PARALLEL := -n $(TEST_WORKERS) --dist loadgroup
+PARALLEL := -n $(TEST_WORKERS) --dist loadscope
 test: $(STAMP) trained
 	@echo "The tests: the library's and nbval over every chapter, on every core (about 5 minutes on two)"
 	$(BIN)/python -m pytest tests chapters -m "not browser" $(PARALLEL) --nbval-lax --nbval-current-env \

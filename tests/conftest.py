@@ -23,7 +23,7 @@ def needs_sandbox():
 
 # Test files whose notebooks or hidden runs go through a bubblewrap sandbox. Two of them count
 # every sandbox process on the machine (tests/_notebooks.sandboxed_processes), so under
-# pytest-xdist these files share one worker and never run beside each other.
+# pytest-xdist (make test) these files take turns: each holds a lock file while it runs.
 SANDBOX_FILES = {
     "test_answer_grading.py",
     "test_batch_grading.py",
@@ -38,13 +38,20 @@ SANDBOX_FILES = {
 }
 
 
-def pytest_collection_modifyitems(config, items):
-    """For `make test`'s --dist loadgroup: a test file, or a notebook, runs whole on one worker
-    (module fixtures are built once, a notebook's cells share one kernel), and the sandboxed
-    files all on the same one."""
-    for item in items:
-        name = item.path.name
-        item.add_marker(pytest.mark.xdist_group("sandbox" if name in SANDBOX_FILES else str(item.path)))
+@pytest.fixture(scope="module", autouse=True)
+def _one_sandboxed_file_at_a_time(request):
+    """A sandboxed test file holds an exclusive lock for as long as it runs (module fixtures
+    included: autouse fixtures come first), so no other worker's sandbox runs beside it."""
+    if request.path.name not in SANDBOX_FILES:
+        yield
+        return
+    import fcntl
+    import tempfile
+    from pathlib import Path
+
+    with open(Path(tempfile.gettempdir()) / "transformers-book-sandbox-tests.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def pytest_configure(config):
