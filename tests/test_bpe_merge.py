@@ -60,7 +60,7 @@ def test_merge_rounds_equal_the_simple_loop(seed, n_symbols, n_merges, length):
 
 
 def test_rounds_only_for_monotone_merges(cl100k):
-    assert not cl100k[1].pair_table().monotone  # "   " (257) = " " (220) + "  " (262): heap it is
+    assert not cl100k[1].pair_table().monotone  # "    " (257) = " " (220) + "   " (262): heap it is
     trained = BPETokenizer()
     trained.train("aaaa bbbb abab " * 30, 270)
     assert trained.pair_table().monotone

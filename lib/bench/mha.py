@@ -5,7 +5,8 @@
 
 Both modules share the same weights (``MultiHeadAttention.from_torch``) and run in eval mode
 under ``torch.inference_mode``; torch's module is called with ``need_weights=False`` on one
-tensor as query, key and value, so that it may take its native fast path. The modules take
+tensor as query, key and value, so that its fast path may use fused SDPA rather than
+materialise the weights. The modules take
 turns in every round; the printed ratio is the median over rounds of time(ours) / time(torch),
 measured side by side, which a noisy machine moves much less than each median. The chapter's
 bar for the fused path is a ratio of at most 1.2.
