@@ -71,12 +71,14 @@ def test_load_results_reads_the_recorded_cpu_run():
     assert load_results("no_such_run.csv") == []
 
 
-def test_novel_lines_drop_lines_with_seen_phrases():
+def test_novel_lines_drop_lines_with_seen_phrases_or_too_short_to_tell():
     from lib.bench.tokenizer import WHITESPACE_SPLIT, novel_lines
 
     train = "the cat sat on the mat. 分词器把文本变成数字"
     lines = ["a cat ran up a hill", "then the cat sat down", "把文本变成数字了", "全新的句子在这里"]
     assert novel_lines(lines, train) == ["a cat ran up a hill", "全新的句子在这里"]
+    too_short = ["the cat", "the", "新句子", "the cat sat"]  # the first three cannot show they are new
+    assert novel_lines(too_short + ["a dog"], train) == []
     import regex
 
     assert regex.findall(WHITESPACE_SPLIT, "a  b c") == ["a", " ", " b", " c"]

@@ -227,7 +227,9 @@ WHITESPACE_SPLIT = r" ?\S+|\s"
 
 def novel_lines(lines: list[str], train: str, n: int = 3, chars: int = 6) -> list[str]:
     """The lines none of whose phrases occur in ``train``: no run of ``n`` words (or, in a
-    line without spaces, of ``chars`` characters) that the training text holds.
+    line without spaces, of ``chars`` characters) that the training text holds. A line too
+    short to hold one such run (fewer than ``n`` words, or ``chars`` characters) is left out:
+    nothing could show that it is new.
 
     lib.corpus's held-out text is walked from the same word chains as its training text, so
     most of its phrases repeat; bytes per token on repeated phrases measure recall.
@@ -240,10 +242,12 @@ def novel_lines(lines: list[str], train: str, n: int = 3, chars: int = 6) -> lis
         tokens = line.split()
         if len(tokens) > 1:
             grams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
-            if not any(g in seen_words for g in grams):
+            if grams and not any(g in seen_words for g in grams):
                 kept.append(line)
-        elif not any(line[i : i + chars] in seen_chars for i in range(len(line) - chars + 1)):
-            kept.append(line)
+        else:
+            runs = [line[i : i + chars] for i in range(len(line) - chars + 1)]
+            if runs and not any(run in seen_chars for run in runs):
+                kept.append(line)
     return kept
 
 
