@@ -5,9 +5,11 @@ The grader (``lib.answer_grading``) has a function a notebook recorded (pickled 
 ``run_functions`` writes the function and the inputs, as ``.npy`` files and JSON, into a
 folder, and starts this module's ``main`` in a fresh sandbox (``lib.sandbox``) with nothing
 else in it, no notebook and no ``lib/exercises``. There each function runs on each case as
-``check()`` runs it (read first by ``lib.code_policy``; then ``lib.grading.run_learner_case``:
-a time limit, exit() raising, what it may not use refusing), and what it returned goes back as plain arrays,
-one JSON line a case, for the grader to compare with the references it computes itself::
+``check()`` runs it: loaded by ``lib.safe_unpickle``, which calls nothing of the pickle's
+while loading (so no answer can switch off what judges it), read by ``lib.code_policy``, then
+run by ``lib.grading.run_learner_case`` (a time limit, exit() raising, what it may not use
+refusing). What it returned goes back as plain arrays, one JSON line a case, for the grader
+to compare with the references it computes itself::
 
     results.jsonl   {"function": 0, "case": 2, "problem": "", "file": "out-0-2.npy", "dtype": "float32", ...}
 
@@ -78,11 +80,10 @@ def _save_output(got: torch.Tensor, folder: Path, name: str) -> dict:
 
 def main(folder: str) -> int:
     """The sandbox's side: run each requested function on its cases, writing results as they come."""
-    import cloudpickle
-
     from lib.code_policy import policy, read_before_running
     from lib.grading import run_learner_case, stops_the_cases
     from lib.safe_call import GradingTimeout, call_with_timeout, describe_error
+    from lib.safe_unpickle import UnsafePickle, safe_loads
 
     root = Path(folder)
     request = json.loads((root / "request.json").read_text())
@@ -98,7 +99,13 @@ def main(folder: str) -> int:
             emit(function=index, start=True)
             try:
                 data = (root / run["pickle"]).read_bytes()
-                function = call_with_timeout(cloudpickle.loads, (data,), 10.0)
+                function = call_with_timeout(safe_loads, (data,), 10.0)  # nothing of theirs runs while loading
+            except UnsafePickle as error:
+                emit(
+                    function=index,
+                    problem=f"your answer is not a plain function the grader can load: it brings {error}",
+                )
+                continue
             except (Exception, SystemExit, GeneratorExit, GradingTimeout) as error:  # the learner's pickle
                 emit(function=index, problem=f"could not load your function for grading ({describe_error(error)})")
                 continue

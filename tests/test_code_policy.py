@@ -267,6 +267,29 @@ def test_the_routes_the_issue_lists():
     assert grade(mask, band).feedback == uses.format("lib.tiling.Tiling.band")
     table = {json.dumps(case.args()): mask.reference(*case.args()) for case in mask.cases}
     assert grade(mask, lambda n, c: table[json.dumps((n, c))]).status == INCORRECT  # drawn cases: no table passes
+    # A table of the whole domain the cases were once drawn from (n_new <= 6, n_cached <= 10) fails too.
+    whole = {(n, c): mask.reference(n, c) for n in range(1, 7) for c in range(11)}
+    assert grade(mask, lambda n, c: whole[n, c]).status == INCORRECT
+
+
+def test_torchs_softmax_under_private_operator_and_sparse_names_is_refused():
+    """The routes a hostile batch found past the public names: read, or caught while the cases run."""
+    from lib.exercises import find
+
+    softmax = find("1.stable-softmax")
+    uses = "your function uses {}, which does this exercise's work: write it yourself"
+    routes = {
+        "torch._softmax": lambda s: torch._softmax(s, -1, False).nan_to_num(0.0),
+        "torch._log_softmax": lambda s: torch._log_softmax(s, -1, False).exp().nan_to_num(0.0),
+        "torch._safe_softmax": lambda s: torch._safe_softmax(s, -1),
+        "torch.ops.aten._softmax": lambda s: torch.ops.aten._softmax.default(s, -1, False).nan_to_num(0.0),
+        "torch.ops.aten.log_softmax": lambda s: torch.ops.aten.log_softmax.int(s, -1).exp().nan_to_num(0.0),
+        "torch.sparse.softmax": lambda s: torch.sparse.softmax(s.to_sparse(), -1).to_dense().nan_to_num(0.0),
+    }
+    for name, route in routes.items():
+        assert grade(softmax, route).feedback in (uses.format(name), uses.format("torch.Tensor.log_softmax")), name
+    hidden = grade(softmax, lambda s: getattr(torch.ops.aten, "_soft" + "max")(s, -1, False).nan_to_num(0.0))
+    assert hidden.status == INCORRECT and "torch.ops.aten._softmax" in hidden.feedback
 
 
 def test_a_learner_class_and_a_closure_are_read_too():

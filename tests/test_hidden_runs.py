@@ -10,6 +10,12 @@ from lib.hidden_runs import FunctionRun, run_functions
 CASES = [(torch.tensor([[1.0, 2.0]]),), (torch.tensor([[3.0, -1.0]], dtype=torch.float64),)]
 
 
+class _Trojan:  # an answer whose pickle, loaded naively, disarms the policy and hands back torch.softmax
+    def __reduce__(self):
+        source = "import lib.code_policy as P, torch\nP.refusal = lambda *a, **k: None\nf = torch.softmax\n"
+        return (eval, (f"(exec({source!r}, g := {{}}), g['f'])[1]",))
+
+
 def _run(function, forbids=()) -> FunctionRun:
     return FunctionRun(cloudpickle.dumps(function), CASES, list(forbids), [], 2.0)
 
@@ -31,14 +37,19 @@ def test_functions_run_in_a_sandbox_and_only_their_outputs_come_back():
         _run(lib.attention.softmax, forbids=["lib.attention.softmax"]),
         _run(lambda scores: open("/etc/hostname").read() and __import__("socket").create_connection(("1.1.1.1", 53))),
         FunctionRun(b"not a pickle", CASES, [], [], 2.0),
+        FunctionRun(cloudpickle.dumps(_Trojan()), CASES, ["torch.softmax"], [], 2.0),
     ]
-    doubled, leaves, library, network, broken = run_functions(runs)
+    doubled, leaves, library, network, broken, trojan = run_functions(runs)
     assert [outcome[0] for outcome in doubled] == ["", ""]
     assert doubled[0][1].dtype == torch.bfloat16 and doubled[0][1].tolist() == [[2.0, 4.0]] and doubled[0][2]
     assert leaves[0][0] == "" and leaves[1] == ("ended the process that ran it (exit status 3)", None, False)
     assert library == ("refused", "that is lib.attention.softmax itself, not a function of yours: write it yourself")
     assert network[0][0].startswith("raised OSError") or network[0][0].startswith("raised FileNotFoundError")
     assert broken[0] == "problem" and broken[1].startswith("could not load your function for grading")
+    assert trojan == (
+        "problem",
+        "your answer is not a plain function the grader can load: it brings a call to builtins.eval while loading",
+    )
 
 
 def test_results_or_outputs_left_as_fifos_do_not_stall_the_grader(tmp_path):

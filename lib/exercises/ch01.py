@@ -283,6 +283,11 @@ _SOFTMAXES = (  # any softmax does this exercise's work, torch's or the library'
     "torch.nn.Softmin", "torch.nn.functional.scaled_dot_product_attention", "torch.nn.MultiheadAttention",
     "lib.online_softmax.online_softmax", "lib.online_softmax.online_softmax_update", "lib.attention.attention",
     "lib.tiled_softmax.tiled_attention",
+    # torch's own kernels under private and operator names, and the sparse twins (a hostile batch found these)
+    "torch._softmax", "torch._log_softmax", "torch._safe_softmax", "torch._masked_softmax", "torch.sparse.softmax",
+    "torch.sparse.log_softmax", "torch.ops.aten.softmax", "torch.ops.aten.log_softmax", "torch.ops.aten._softmax",
+    "torch.ops.aten._log_softmax", "torch.ops.aten._safe_softmax", "torch.ops.aten._masked_softmax",
+    "torch.ops.aten._sparse_softmax", "torch.ops.aten._sparse_log_softmax",
 )  # fmt: skip
 
 
