@@ -25,6 +25,7 @@ cells are numbered from 1, counting markdown cells, as they appear in the notebo
 from __future__ import annotations
 
 import copy
+import json
 import re
 import secrets
 import time
@@ -65,6 +66,17 @@ def _checks():
 def exercises() -> dict:
     """Every exercise in the book, by id (``lib.checks.exercises``)."""
     return _checks().exercises()
+
+
+def variants_for(student: str) -> dict:
+    """Every exercise by id, with the value exercises' numbers drawn for ``student`` (``lib.variants``);
+    a name no variant can be drawn for (empty) gets the book's."""
+    from lib.variants import exercises_for
+
+    try:
+        return exercises_for(student)
+    except ValueError:
+        return exercises()
 
 
 class SandboxUnavailable(RuntimeError):
@@ -188,19 +200,26 @@ def _kinds() -> dict[str, str]:
 
 def _apply_events(notebook: nbformat.NotebookNode, events: list[dict]) -> tuple[dict[str, int], list[str]]:
     """Put each cell's outputs from this run back in the notebook (a cell whose outputs passed
-    ``OUTPUT_LIMIT`` holds a line that says so); returns the cell index of each request and the problems it met."""
+    ``OUTPUT_LIMIT`` holds a line that says so); returns the cell index of each request and the problems it met.
+
+    The limit is applied again here, over every event: the notebook's own code can append events
+    to the file the sandbox's worker writes, so nothing in it is trusted to have been cut."""
     cell_of_request: dict[str, int] = {}
     stops, cut = [], []
+    kept = 0  # bytes of outputs put back so far
     for event in events:
         index = event.get("ran")
         if isinstance(index, int) and 0 <= index < len(notebook.cells):
             cell = notebook.cells[index]
             outputs = event.get("outputs") if isinstance(event.get("outputs"), list) else []
+            size = len(json.dumps(outputs, ensure_ascii=False, default=str))
+            over = bool(outputs) and kept + size > OUTPUT_LIMIT
+            kept += 0 if over else size
             try:
                 cell.outputs = [nbformat.from_dict(output) for output in outputs]
             except Exception:  # outputs the sandbox wrote by hand: not kept
                 cell.outputs = []
-            if event.get("cut"):  # past OUTPUT_LIMIT: cut inside the sandbox, and said where
+            if event.get("cut") or over:  # past OUTPUT_LIMIT: cut, and said where
                 cut.append(index + 1)
                 text = (
                     f"[output not kept: the notebook's outputs passed the grader's {_limit_text()} output limit here]\n"
@@ -232,6 +251,7 @@ def grade_notebook(
     threads: int | None = None,
     seed: int = 0,
     sandboxed: bool = True,
+    variants: bool = False,
 ) -> GradeReport:
     """Execute the notebook in a sandbox, on a private copy of its folder, and grade what its
     check() calls recorded there, outside it (``lib.answer_grading``).
@@ -245,7 +265,10 @@ def grade_notebook(
     named with its cell, and so is every syntax error. If the notebook runs past
     ``time_limit`` seconds (all cells together) or its kernel dies, the run stops there and
     the report says in which cell; exercises whose cell never recorded read "not run".
-    ``sandboxed=False`` runs it as the caller, unprotected. Never raises on a student's notebook.
+    ``sandboxed=False`` runs it as the caller, unprotected. ``variants``: the value exercises are
+    graded on the numbers ``lib.variants`` draws for ``student`` (the folder's name by default),
+    as that student's copy showed them; never on anything the notebook says about itself.
+    Never raises on a student's notebook.
     """
     checks = _checks()
     notebook_path = Path(notebook_path)
@@ -267,7 +290,7 @@ def grade_notebook(
         report.problems.append(f"could not read the notebook ({type(error).__name__}: {error})"[:200])
         return report
     own = answer_grading.own_cells([c.source if c.cell_type == "code" else None for c in notebook.cells])
-    known = exercises()
+    known = variants_for(report.student) if variants else exercises()
     for exercise_id, index in own.items():
         if chapter is None or exercise_id.split(".")[0] == chapter:
             report.exercises[exercise_id] = NOT_RUN
@@ -319,6 +342,7 @@ def grade_notebooks(
     on_report: Callable[[GradeReport], None] | None = None,
     seed: int | None = None,
     sandboxed: bool = True,
+    variants: bool = False,
 ) -> list[GradeReport]:
     """Grade every notebook, ``jobs`` at a time (default: one per core), each kernel with its
     share of the cores in threads, each in a sandbox (``SandboxUnavailable`` when there is
@@ -345,6 +369,7 @@ def grade_notebooks(
                 threads=threads,
                 seed=seed,
                 sandboxed=sandboxed,
+                variants=variants,
             )  # fmt: skip
             for path in paths
         ]

@@ -73,6 +73,12 @@ def add_grade_arguments(grade: argparse.ArgumentParser) -> None:
         metavar="GRADEBOOK",
         help="regrade these hand-ins into this gradebook (JSON): its other rows, seed, roster and chapters kept",
     )
+    grade.add_argument(
+        "--variants",
+        action="store_true",
+        help="the copies were made with copy --roster: grade each student against the numbers drawn for the name "
+        "of their folder (the roster name), as their copy showed them",
+    )
     grade.add_argument("--shard", metavar="K/N", help="grade the K-th of N shares of the students (needs --seed)")
     _add_outputs(grade)
 
@@ -217,6 +223,7 @@ def run_grade(args: argparse.Namespace) -> int:
         notebooks = [p for p in notebooks if in_shard(Path(p).absolute().parent.name, *shard)]
         print(f"shard {args.shard}: {len(notebooks)} of {len(args.notebooks)} hand-ins")
     seed = old["seed"] if old is not None else args.seed
+    variants = args.variants or (old is not None and bool(old.get("variants")))  # a regrade keeps the batch's rule
 
     def on_report(report: GradeReport) -> None:
         print(f"graded {report.notebook}: {report.n_correct}/{len(report.exercises)} correct in {report.seconds:g} s")
@@ -230,7 +237,7 @@ def run_grade(args: argparse.Namespace) -> int:
     try:
         reports = grade_notebooks(
             notebooks, args.time_limit, jobs=args.jobs, kernel_name=args.kernel, on_report=on_report,
-            seed=seed, sandboxed=not args.no_sandbox,
+            seed=seed, sandboxed=not args.no_sandbox, variants=variants,
         )  # fmt: skip
     except SandboxUnavailable as error:
         print(f"not grading: {error}", file=sys.stderr)
@@ -242,6 +249,8 @@ def run_grade(args: argparse.Namespace) -> int:
         print("graded WITHOUT a sandbox (--no-sandbox): any notebook could have changed files and grades")
     seed = reports[0].seed if reports else seed
     print(f"hidden inputs drawn from seed {seed} (--seed grades alike)")
+    if variants:
+        print("each student graded on their own numbers, drawn from their folder's name (--variants)")
     print()
     print(format_table(reports))
     if args.json:
@@ -254,7 +263,8 @@ def run_grade(args: argparse.Namespace) -> int:
         state["partial"] = args.partial or state["partial"]
     else:
         state = make_state(reports, seed=seed if seed is not None else 0, partial=args.partial, roster=roster,
-                           chapters=args.chapters, shard=args.shard, overrides=overrides or ())  # fmt: skip
+                           chapters=args.chapters, shard=args.shard, overrides=overrides or (),
+                           variants=variants)  # fmt: skip
     try:
         _write_outputs(state, args, reports)
     except GradebookError as error:

@@ -269,10 +269,11 @@ def apply_overrides(rows: Sequence[Row], overrides: Sequence[dict]) -> None:
 
 
 def make_state(reports: Sequence[GradeReport], *, seed: int, partial: bool = False, roster=None, chapters=None,
-               shard: str | None = None, overrides: Sequence[dict] = ()) -> dict:  # fmt: skip
-    """A gradebook's whole state, as JSON holds it."""
+               shard: str | None = None, overrides: Sequence[dict] = (), variants: bool = False) -> dict:  # fmt: skip
+    """A gradebook's whole state, as JSON holds it (``variants``: each student graded on their own numbers)."""
     ordered = sorted(reports, key=lambda r: (r.student, Path(r.notebook).name))
-    return {"gradebook": 1, "seed": seed, "partial": partial, "roster": None if roster is None else list(roster),
+    return {"gradebook": 1, "seed": seed, "partial": partial, "variants": bool(variants),
+            "roster": None if roster is None else list(roster),
             "chapters": None if chapters is None else [str(int(c)) for c in chapters], "shard": shard,
             "overrides": list(overrides), "reports": [r.as_dict() for r in ordered]}  # fmt: skip
 
@@ -303,8 +304,8 @@ def merge_states(states: Sequence[dict], sources: Sequence[str]) -> dict:
         raise GradebookError("merge needs at least one shard's gradebook")
     first = states[0]
     for state, source in zip(states, sources, strict=True):
-        for key in ("seed", "partial", "roster", "chapters"):
-            if state[key] != first[key]:
+        for key in ("seed", "partial", "roster", "chapters", "variants"):
+            if state.get(key) != first.get(key):
                 raise GradebookError(f"{source} has {key} {state[key]!r}, {sources[0]} {first[key]!r}: not one batch")
     shards = [parse_shard(state["shard"]) if state["shard"] else None for state in states]
     if any(shards):
@@ -321,7 +322,8 @@ def merge_states(states: Sequence[dict], sources: Sequence[str]) -> dict:
                 raise GradebookError(f"student {student!r} is in both {owner[student]} and {source}")
     reports = [report for state in states for report in reports_of(state)]
     merged = make_state(reports, seed=first["seed"], partial=first["partial"], roster=first["roster"],
-                        chapters=first["chapters"], overrides=first["overrides"])  # fmt: skip
+                        chapters=first["chapters"], overrides=first["overrides"],
+                        variants=first.get("variants", False))  # fmt: skip
     return merged
 
 
@@ -332,4 +334,4 @@ def update_state(old: dict, reports: Sequence[GradeReport], overrides: Sequence[
     kept = [r for r in reports_of(old) if (r.student, Path(r.notebook).name) not in regraded]
     overrides = old["overrides"] if overrides is None else overrides
     return make_state([*kept, *reports], seed=old["seed"], partial=old["partial"], roster=old["roster"],
-                      chapters=old["chapters"], overrides=overrides)  # fmt: skip
+                      chapters=old["chapters"], overrides=overrides, variants=old.get("variants", False))  # fmt: skip

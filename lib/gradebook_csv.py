@@ -27,13 +27,14 @@ CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 
 
 def safe_field(value) -> str:
-    """A CSV field a spreadsheet shows as text (OWASP: a leading apostrophe before a formula start).
+    """A CSV field a spreadsheet shows as text (OWASP: a leading apostrophe before a formula start),
+    also when spaces come first, since some spreadsheets trim them before reading the cell.
 
-    >>> [safe_field(v) for v in ("=1+1", "@SUM(A1)", "ada", 2.5)]
-    ["'=1+1", "'@SUM(A1)", 'ada', '2.5']
+    >>> [safe_field(v) for v in ("=1+1", "@SUM(A1)", " +cmd", "ada", 2.5)]
+    ["'=1+1", "'@SUM(A1)", "' +cmd", 'ada', '2.5']
     """
     text = number(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
-    return "'" + text if text.startswith(FORMULA_STARTS) else text
+    return "'" + text if text.lstrip(" \n\x0b\x0c").startswith(FORMULA_STARTS) else text
 
 
 def number(value: float) -> str:

@@ -63,6 +63,7 @@ class Limits:
     file_bytes: int = 64 * 1024**2
     processes: int = 1024  # threads count too (torch starts one a core), and, outside root, the user's others
     tmp_bytes: int = 256 * 1024**2
+    shm_bytes: int = 64 * 1024**2
 
 
 @functools.cache
@@ -120,6 +121,7 @@ def command(
             args += ["--ro-bind", f"/{name}", f"/{name}"]
     args += _read_only(Path("/etc/ld.so.cache"), Path("/etc/localtime"))
     args += ["--dev", "/dev", "--proc", "/proc", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
+    args += ["--size", str(limits.shm_bytes), "--tmpfs", "/dev/shm"]  # --dev's own /dev/shm has no size
     args += _read_only(*_python_roots(), lib)
     args += ["--tmpfs", str(lib / "exercises")]  # the answer key stays outside ...
     args += _read_only(*(lib / "exercises" / name for name in _EXERCISES_KEPT))  # ... its shapes come in

@@ -294,3 +294,19 @@ def test_a_50_mb_output_is_cut_inside_the_sandbox_and_the_grader_stays_small(tmp
     cells = nbformat.read(executed, as_version=4).cells
     assert "passed the grader's 10 MB output limit" in cells[2].outputs[0]["text"]
     assert cells[4].outputs[0]["text"] == "after\n"  # a small output after the cut is kept
+
+
+def test_events_the_notebook_forged_are_cut_at_the_limit_too():
+    """A notebook can append its own events to the worker's file (a hostile batch kept 60 MB
+    that way): the limit is applied again outside, over every event."""
+    import nbformat
+
+    from lib.batch_grading import OUTPUT_LIMIT, _apply_events
+
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1") for _ in range(3)])
+    big = {"output_type": "stream", "name": "stdout", "text": "x" * (OUTPUT_LIMIT // 2 + 10)}
+    events = [{"ran": 0, "outputs": [big]}, {"ran": 1, "outputs": [big]}, {"ran": 2, "outputs": []}]
+    _, problems = _apply_events(notebook, events)
+    assert notebook.cells[0].outputs[0]["text"] == big["text"]  # within the limit: kept
+    assert notebook.cells[1].outputs[0]["text"].startswith("[output not kept")
+    assert problems == ["outputs past the 10 MB output limit not kept (cell 2)"]

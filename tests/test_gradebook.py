@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from _notebooks import ROOT, SOLVED, write_notebook
 
+from lib import student
 from lib.gradebook import (
     GradebookError,
     check_hand_ins,
@@ -185,3 +186,28 @@ def test_shard_arguments_are_checked():
     for bad in ("0/2", "3/2", "two/4", "1"):
         with pytest.raises(GradebookError, match="--shard"):
             parse_shard(bad)
+
+
+def test_variants_grade_each_student_on_the_numbers_their_copy_showed(tmp_path, capsys):
+    """With --variants a value exercise is graded on the numbers drawn for the folder's (roster)
+    name: a student's own answer is right, the book's or a classmate's is wrong (a hostile batch
+    found the grader ignoring them: the book's answer scored, a student's own did not)."""
+    from lib.exercises import find
+    from lib.variants import exercises_for
+
+    own = {name: list(exercises_for(name)["1.new-values"].expected) for name in ("vera", "wren")}
+    book = list(find("1.new-values").expected)
+    assert len({str(own["vera"]), str(own["wren"]), str(book)}) == 3
+    hand_ins = tmp_path / "hand-ins"
+    answers = {"vera": own["vera"], "victor": book, "wren": own["vera"]}  # wren copies vera
+    paths = [
+        write_notebook(hand_ins / name / "01_one_attention_read.ipynb", f"check('1.new-values', {answer!r})")
+        for name, answer in answers.items()
+    ]
+    book_json = tmp_path / "gradebook.json"
+    assert student.main(["grade", *map(str, paths), "--variants", "--seed", "3", "--gradebook", str(book_json)]) == 0
+    assert "each student graded on their own numbers" in capsys.readouterr().out
+    state = json.loads(book_json.read_text())
+    assert state["variants"] is True
+    status = {r["student"]: r["exercises"]["1.new-values"] for r in state["reports"]}
+    assert status == {"vera": "correct", "victor": "incorrect", "wren": "incorrect"}

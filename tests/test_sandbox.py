@@ -29,6 +29,14 @@ try:
 except OSError as error:
     seen['network'] = 'unreachable'
 seen['data'] = resource.getrlimit(resource.RLIMIT_DATA)[0]
+try:  # /dev/shm is a small tmpfs of its own, not bwrap's unlimited one
+    for name in ('fill1', 'fill2'):  # 80 MB in two files, each under the file-size limit
+        with open('/dev/shm/' + name, 'wb') as file:
+            for _ in range(40):
+                file.write(b'x' * 1024**2)
+    seen['shm'] = 'filled'
+except OSError as error:
+    seen['shm'] = error.strerror
 seen['beside'] = os.listdir(os.path.dirname(sys.argv[1]))
 seen['project'] = os.listdir(sys.argv[1])
 print(json.dumps(seen))
@@ -48,6 +56,7 @@ def test_the_sandbox_shows_the_project_read_only_without_the_answer_key(tmp_path
     assert seen["lib"] == "Read-only file system" and seen["shared"] == "written" and seen["tmp"] == "written"
     assert (tmp_path / "x.txt").read_text() == "x" and not (ROOT / "lib" / "x.py").exists()
     assert seen["network"] == "unreachable" and seen["data"] == 3 * 1024**3
+    assert seen["shm"] == "No space left on device"  # 80 MB past the 64 MB /dev/shm
     # nothing beside the project: no other checkout, no hand-in (a checkout under /tmp sits in
     # the sandbox's own /tmp, beside its shared folder, its home and the probe's file)
     own = {"x", sandbox.INSIDE.name, "home"} if ROOT.parent == Path("/tmp") else set()
