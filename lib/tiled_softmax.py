@@ -23,8 +23,8 @@ queries, every block of keys, ``online_softmax_update`` once per tile, masks app
 position. The fast one (``_forward_fast``, the default) adds four refinements, each exact,
 each worth a measured share of the speed; tests hold the two equal, outputs and gradients:
     * causal attention in two phases: unmasked tiles below the diagonal, one masked tile on
-      it, nothing above; a sliding window also skips every tile left of its band, so its
-      work grows linearly in N (the schedule is ``lib.tiling``'s);
+      it (walked in strips of rows, each as wide as its rows read), nothing above; a sliding
+      window also skips every tile left of its band, so its work grows linearly in N (the schedule is ``lib.tiling``'s);
     * conditional rescaling: once every row has a max, m is kept unless a tile's sums would
       grow too large, which skips a max and a rescale for most tiles (``_forward_fast``);
     * one scratch buffer, reused, for every score tile;
@@ -173,44 +173,55 @@ def _forward_fast(heads: GroupedHeads, tiling: Tiling) -> tuple[torch.Tensor, to
         l = torch.zeros_like(m)  # (..., bq)
         acc = torch.zeros(*q_blk.shape[:-1], v_g.shape[-1], dtype=acc_dtype, device=q_g.device)  # (..., bq, Dv)
         every_row_has_a_max = False
-        for k_start, k_end, masked in tiling.key_tiles(q_start, bq, n_queries, n_keys):
+        for row_start, row_end, k_start, k_end, masked in tiling.pieces(q_start, bq, n_queries, n_keys):
+            # A piece is a tile of keys for all the block's rows, or for a strip of them on a
+            # causal diagonal; m_r, l_r and acc_r are views of the strip's rows, updated in place.
+            whole = (row_start, row_end) == (0, bq)
+            rows = slice(row_start, row_end)
+            q_rows = q_blk if whole else q_blk[..., rows, :]  # (..., Hkv, G, br, D)
+            m_r, l_r, acc_r = (m, l, acc) if whole else (m[..., rows], l[..., rows], acc[..., rows, :])
+            first_row = q_start + row_start
             k_blk = k_g[..., k_start:k_end, :].to(acc_dtype)  # (..., Hkv, 1, bk, D)
             v_blk = v_g[..., k_start:k_end, :].to(acc_dtype)  # (..., Hkv, 1, bk, Dv)
             bias, keep = (None, None)
             if masked:
-                offset = q_start + n_keys - n_queries - k_start
-                bias, keep = _band_masks(band_cache, offset, tiling.window, bq, k_end - k_start, scratch)
+                offset = first_row + n_keys - n_queries - k_start
+                bias, keep = _band_masks(
+                    band_cache, offset, tiling.window, row_end - row_start, k_end - k_start, scratch
+                )
                 if mask_g is not None:
                     keep = None  # the clamp in _exp_tile would revive entries the caller's mask removed
-            scores = _tile_scores(q_blk, k_blk, mask_g, bias, q_start, k_start, scratch)
-            if every_row_has_a_max:
+            scores = _tile_scores(q_rows, k_blk, mask_g, bias, first_row, k_start, scratch)
+            if every_row_has_a_max or (not whole and bool(torch.isfinite(m_r).all())):
                 # Conditional rescaling (as in FlashAttention-4): m only has to keep exp(s - m)
                 # from overflowing, not to be the exact running max. If every row's sum over
                 # this tile stays below 2**32, keep m and skip the max and the rescaling.
-                probs = _exp_tile(scores.sub_(m[..., None]), keep)  # (..., bq, bk)
-                tile_sum = probs.sum(dim=-1)  # (..., bq)
+                probs = _exp_tile(scores.sub_(m_r[..., None]), keep)  # (..., br, bk)
+                tile_sum = probs.sum(dim=-1)  # (..., br)
                 if bool((tile_sum <= 2.0**32).all()):  # also False for inf and NaN
-                    l += tile_sum
-                    acc.add_(probs @ v_blk)
+                    l_r += tile_sum
+                    acc_r.add_(probs @ v_blk)
                     continue
                 # Some score rose far above m: recompute the tile and take the full step.
-                scores = _tile_scores(q_blk, k_blk, mask_g, bias, q_start, k_start, scratch)
+                scores = _tile_scores(q_rows, k_blk, mask_g, bias, first_row, k_start, scratch)
             # Algorithm 1, lines 9-12: new row max, rescale what we had, add this tile.
-            m_new = torch.maximum(m, scores.amax(dim=-1))  # (..., bq)
+            m_new = torch.maximum(m_r, scores.amax(dim=-1))  # (..., br)
             if (masked or mask_g is not None) and bool(m_new.isnan().any()):
                 # A NaN score: where no query may read it, the bias left NaN + (-inf) = NaN.
                 # Redo this tile with every mask filled exactly, so only rows that read it see it.
-                scores = _masked_scores(q_blk @ k_blk.transpose(-2, -1), heads, tiling, q_start, k_start, masked)
-                m_new = torch.maximum(m, scores.amax(dim=-1))  # (..., bq)
+                raw = q_rows @ k_blk.transpose(-2, -1)
+                scores = _masked_scores(raw, heads, tiling, first_row, k_start, masked)
+                m_new = torch.maximum(m_r, scores.amax(dim=-1))  # (..., br)
             shift = finite_or_zero(m_new)
-            probs = _exp_tile(scores.sub_(shift[..., None]), keep)  # (..., bq, bk), in place
-            rescale = torch.exp(m - shift)  # (..., bq); 0 while a row has seen only -inf
-            l = l * rescale + probs.sum(dim=-1)
-            acc.mul_(rescale[..., None]).add_(probs @ v_blk)  # (..., bq, Dv), in place
-            m = m_new
+            probs = _exp_tile(scores.sub_(shift[..., None]), keep)  # (..., br, bk), in place
+            rescale = torch.exp(m_r - shift)  # (..., br); 0 while a row has seen only -inf
+            l_r.mul_(rescale).add_(probs.sum(dim=-1))
+            acc_r.mul_(rescale[..., None]).add_(probs @ v_blk)  # (..., br, Dv), in place
+            m_r.copy_(m_new)
             # A row that has read nothing yet (m = -inf) needs the full step: exp(s - m) with
             # a made-up m could underflow to 0 for every key.
-            every_row_has_a_max = bool(torch.isfinite(m).all())
+            if whole:
+                every_row_has_a_max = bool(torch.isfinite(m).all())
         # Algorithm 1, line 15: divide once at the end. A row with no allowed key has l = 0.
         out[..., q_start : q_start + bq, :] = (acc / torch.where(l > 0, l, torch.ones_like(l))[..., None]).to(q_g.dtype)
         lse[..., q_start : q_start + bq] = torch.where(l > 0, m + torch.log(l), torch.full_like(l, float("-inf")))

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["BLOCK_Q", "BLOCK_K", "Tiling", "GroupedHeads", "visited_pairs"]
+__all__ = ["BLOCK_Q", "BLOCK_K", "DIAGONAL_ROWS", "Tiling", "GroupedHeads", "visited_pairs"]
 
 # Defaults chosen with `python -m lib.bench attention --sweep` on a 2-core CPU (2026-11-30,
 # N=4096, tiled / SDPA and causal / full): (256, 1024) 1.55 and 0.56; (384, 1024) 1.43 and
@@ -31,6 +31,10 @@ __all__ = ["BLOCK_Q", "BLOCK_K", "Tiling", "GroupedHeads", "visited_pairs"]
 # (384, 1024) keeps both within the book's bars. A (384, 1024) tile of 8 heads is 12 MB in
 # fp32, so peak memory at N=8192 is a few tiles rather than the 2 GB score matrix.
 BLOCK_Q, BLOCK_K = 384, 1024
+# The fast loop walks a causal diagonal tile in strips of this many query rows, each strip
+# only as wide as its last row reads: a (bq, bq) triangle costs bq·(bq + DIAGONAL_ROWS) / 2
+# scores instead of bq², which brings causal attention's work nearer half the full loop's.
+DIAGONAL_ROWS = 128
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,7 @@ class Tiling:
     block_q: int = BLOCK_Q
     block_k: int = BLOCK_K
     fast: bool = True
+    diagonal_rows: int = DIAGONAL_ROWS
 
     @property
     def banded(self) -> bool:
@@ -58,6 +63,31 @@ class Tiling:
         if not self.fast:  # the plain twin: every key block, masked by position when banded
             return [(start, min(start + self.block_k, n_keys), self.banded) for start in range(0, n_keys, self.block_k)]
         return _key_tiles(self.is_causal, self.window, q_start, bq, n_queries, n_keys, self.block_k)
+
+    def pieces(self, q_start: int, bq: int, n_queries: int, n_keys: int) -> list[tuple[int, int, int, int, bool]]:
+        """(row_start, row_end, key_start, key_end, masked) of each piece of work the fast loop
+        computes for the query rows [q_start, q_start + bq); rows count from q_start.
+
+        The key tiles of ``key_tiles``, all rows each, except that causal attention (with no
+        window) cuts a masked tile into strips of ``diagonal_rows`` rows, each strip reading
+        the tile's keys only up to its last row's position; a strip whose rows read every key
+        it is given needs no mask, and one whose rows read none of the tile is dropped.
+        """
+        tiles = self.key_tiles(q_start, bq, n_queries, n_keys)
+        if not (self.fast and self.is_causal and self.window is None):
+            return [(0, bq, start, end, masked) for start, end, masked in tiles]
+        first = q_start + n_keys - n_queries  # absolute position of the block's first row
+        pieces = []
+        for start, end, masked in tiles:
+            if not masked:
+                pieces.append((0, bq, start, end, False))
+                continue
+            for row_start in range(0, bq, self.diagonal_rows):
+                row_end = min(row_start + self.diagonal_rows, bq)
+                key_end = min(end, first + row_end)  # one past the strip's last row's position
+                if key_end > start:
+                    pieces.append((row_start, row_end, start, key_end, first + row_start + 1 < key_end))
+        return pieces
 
     def band(self, q_start: int, bq: int, k_start: int, bk: int, n_queries: int, n_keys: int, device) -> torch.Tensor:
         """(bq, bk) bool, True where query row q_start + i may read key k_start + j by position.
@@ -134,11 +164,17 @@ def _key_tiles(is_causal, window, q_start, bq, n_queries, n_keys, block_k):
         if diagonal - unmasked_start < bq:  # a sliver of unmasked keys: not worth a tile of its own
             unmasked_start = diagonal
     runs = [(key_start, unmasked_start, True), (unmasked_start, diagonal, False), (diagonal, key_end, True)]
-    return [
-        (start, min(start + block_k, run_end), masked)
-        for run_start, run_end, masked in runs
-        for start in range(run_start, run_end, block_k)
-    ]
+    return [tile for run_start, run_end, masked in runs for tile in _even_tiles(run_start, run_end, block_k, masked)]
+
+
+def _even_tiles(start: int, end: int, block_k: int, masked: bool) -> list[tuple[int, int, bool]]:
+    """[start, end) in as few tiles as ``block_k`` allows, of (nearly) equal widths: 1,152 keys
+    are two tiles of 576 rather than 1,024 and a narrow 128, which costs nearly as much."""
+    n_tiles = -(-(end - start) // block_k)
+    if n_tiles <= 0:
+        return []
+    edges = [start + (end - start) * i // n_tiles for i in range(n_tiles + 1)]
+    return [(a, b, masked) for a, b in zip(edges, edges[1:], strict=False)]
 
 
 def visited_pairs(
@@ -149,6 +185,7 @@ def visited_pairs(
     window: int | None = None,
     block_q: int = BLOCK_Q,
     block_k: int = BLOCK_K,
+    diagonal_rows: int = DIAGONAL_ROWS,
 ) -> int:
     """How many query-key scores the (fast) tiled loop computes per head, masked entries included.
 
@@ -156,9 +193,10 @@ def visited_pairs(
     this is the count to compare with the pairs a pattern allows (``lib.costs``): the
     difference is the price of working in whole tiles.
     """
+    tiling = Tiling(bool(is_causal), window, 1.0, block_q, block_k, diagonal_rows=diagonal_rows)
     total = 0
     for q_start in range(0, n_queries, block_q):
         bq = min(block_q, n_queries - q_start)
-        tiles = _key_tiles(is_causal, window, q_start, bq, n_queries, n_keys, block_k)
-        total += sum(bq * (end - start) for start, end, _ in tiles)
+        pieces = tiling.pieces(q_start, bq, n_queries, n_keys)
+        total += sum((row_end - row_start) * (end - start) for row_start, row_end, start, end, _ in pieces)
     return total

@@ -6,8 +6,8 @@ import torch
 from conftest import random_qkv
 from torch.utils.flop_counter import FlopCounterMode
 
-from lib.attention import causal_mask, sliding_window_mask
-from lib.tiled_softmax import tiled_attention
+from lib.attention import attention, causal_mask, sliding_window_mask
+from lib.tiled_softmax import TiledAttention, tiled_attention
 from lib.tiling import GroupedHeads, Tiling, _key_tiles, visited_pairs
 
 
@@ -80,3 +80,60 @@ def test_visited_pairs_is_the_forward_work(is_causal, window):
     if window:  # every allowed pair, and at most the block_q + window - 1 keys a block's rows may read
         assert sliding_window_mask(n, m, window).sum() <= pairs <= n * (32 + window - 1)
     assert visited_pairs(n, m, block_q=32, block_k=64) == n * m
+
+
+@pytest.mark.parametrize("n, m", [(40, 40), (23, 61), (61, 23), (33, 34)])
+@pytest.mark.parametrize("block_q, block_k, strip", [(16, 8, 4), (16, 32, 5), (12, 12, 12), (20, 64, 3)])
+def test_causal_strips_cover_each_readable_pair_once(n, m, block_q, block_k, strip):
+    """The fast causal loop's pieces: every (query, key) pair a query may read in exactly one
+    piece, no piece past its rows' last position, and a piece left unmasked only when every
+    row in it reads every key in it."""
+    allowed = causal_mask(n, m)  # (N, M), bottom-right
+    tiling = Tiling(True, None, 1.0, block_q, block_k, diagonal_rows=strip)
+    covered = torch.zeros(n, m, dtype=torch.int64)
+    for q_start in range(0, n, block_q):
+        bq = min(block_q, n - q_start)
+        for row_start, row_end, start, end, masked in tiling.pieces(q_start, bq, n, m):
+            rows = slice(q_start + row_start, q_start + row_end)
+            covered[rows, start:end] += 1
+            assert allowed[rows, start:end].any(dim=0)[-1], "a key column no row of the piece reads"
+            assert masked or allowed[rows, start:end].all()
+    assert (covered <= 1).all() and (covered[allowed] == 1).all()
+    pairs = visited_pairs(n, m, is_causal=True, block_q=block_q, block_k=block_k, diagonal_rows=strip)
+    assert pairs == int(covered.sum())
+
+
+@pytest.mark.parametrize("n, m", [(45, 45), (30, 52), (52, 30)])
+@pytest.mark.parametrize("strip", [1, 4, 7, 16])
+def test_causal_strips_give_attentions_output_and_work(n, m, strip):
+    """Whatever the strip height, the fast loop equals attention (float64), and torch's FLOP
+    counter sees 4·D FLOPs per visited pair."""
+    q, k, v = random_qkv((2,), 4, 2, n, m, 8, dtype=torch.float64, seed=strip)
+    tiling = Tiling(True, None, 8**-0.5, block_q=16, block_k=8, diagonal_rows=strip)
+    with FlopCounterMode(display=False) as counter:
+        out = TiledAttention.apply(q, k, v, None, tiling)
+    torch.testing.assert_close(out, attention(q, k, v, is_causal=True), rtol=1e-12, atol=1e-12)
+    pairs = visited_pairs(n, m, is_causal=True, block_q=16, block_k=8, diagonal_rows=strip)
+    assert counter.get_total_flops() == 4 * 8 * 4 * 2 * pairs
+    assert pairs < visited_pairs(n, m, is_causal=True, block_q=16, block_k=8, diagonal_rows=16) or strip == 16
+
+
+@pytest.mark.parametrize("strip", [3, 8])
+def test_causal_strips_with_a_mask_and_a_nan_key_nobody_reads(strip):
+    """Strips with a caller's bool mask (some rows read nothing) and a NaN key that the mask
+    hides from every query: attention's output, zeros for the empty rows, nothing non-finite."""
+    n, m = 37, 41
+    q, k, v = random_qkv((1,), 2, 2, n, m, 8, dtype=torch.float64, seed=5)
+    gen = torch.Generator().manual_seed(6)
+    mask = torch.rand(n, m, generator=gen) > 0.3
+    mask[4] = False  # a query that reads nothing
+    mask[:, 30] = False  # a key nobody reads...
+    k[..., 30, :] = float("nan")  # ...holding a NaN
+    out = tiled_attention(q, k, v, mask, is_causal=True, block_q=16, block_k=8)  # the default strips
+    tiling = Tiling(True, None, 8**-0.5, block_q=16, block_k=8, diagonal_rows=strip)
+    k0 = k.masked_fill(torch.isnan(k), 0.0)
+    striped = TiledAttention.apply(q, k, v, mask, tiling)  # no zeroing first: the loop itself copes
+    expected = attention(q, k0, v, mask, is_causal=True)
+    torch.testing.assert_close(striped, expected, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+    assert torch.equal(striped[..., 4, :], torch.zeros_like(striped[..., 4, :]))
