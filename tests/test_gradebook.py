@@ -124,10 +124,8 @@ def test_no_field_reads_as_a_formula_in_a_spreadsheet(batch):
         with open(batch["out"] / name, newline="", encoding="utf-8") as file:
             fields = [field for line in csv.reader(file) for field in line]
         assert not [f for f in fields if f.startswith(FORMULA_STARTS)]
-        try:  # openpyxl, where installed, types each field as a spreadsheet types a typed-in cell
-            import openpyxl
-        except ImportError:
-            continue
+        import openpyxl  # types each field as a spreadsheet types a typed-in cell
+
         sheet = openpyxl.Workbook().active
         for n, field in enumerate(fields, start=1):
             sheet.cell(row=n, column=1, value=field)
