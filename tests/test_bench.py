@@ -1,5 +1,7 @@
 """The benchmarks run end to end at toy sizes (no timing is asserted)."""
 
+import pytest
+
 from lib.bench.__main__ import main
 from lib.bench.tokenizer import english_corpus
 
@@ -82,3 +84,21 @@ def test_novel_lines_drop_lines_with_seen_phrases_or_too_short_to_tell():
     import regex
 
     assert regex.findall(WHITESPACE_SPLIT, "a  b c") == ["a", " ", " b", " c"]
+
+
+def test_a_run_leaves_the_books_results_alone_unless_it_records(tmp_path, monkeypatch, capsys):
+    """README's benchmark command must not rewrite chapter 5's CSV (the next make test would fail
+    on its checked cells): by default the CSV goes outside the repository; --record writes the book's."""
+    import lib.bench.attention as attention_bench
+
+    books = {path: path.read_bytes() for path in attention_bench.RESULTS.glob("*.csv")}
+    monkeypatch.setattr(attention_bench, "SCRATCH", tmp_path / "scratch")
+    main(["attention", "--sizes", "64", "--repeats", "1", "--no-memory"])
+    assert (tmp_path / "scratch" / "attention_cpu.csv").exists()
+    assert "written with --record" in capsys.readouterr().out
+    assert {path: path.read_bytes() for path in attention_bench.RESULTS.glob("*.csv")} == books
+    monkeypatch.setattr(attention_bench, "RESULTS", tmp_path / "book")
+    main(["attention", "--window", "16", "--sizes", "32", "64", "--repeats", "1", "--record"])
+    assert (tmp_path / "book" / "attention_window_cpu.csv").exists()
+    with pytest.raises(SystemExit):
+        main(["attention", "--record", "--out", str(tmp_path / "x.csv")])

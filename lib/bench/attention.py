@@ -9,7 +9,10 @@ B = 1, 8 heads. Time is the median of ``--repeats`` calls, the implementations t
 in every round so that a noisy neighbour slows them all alike. Peak memory is the rise above
 the inputs: ``torch.cuda.max_memory_allocated`` on a GPU; on a CPU, the rise of the peak
 resident set (VmHWM, reset through /proc/self/clear_refs) in a fresh subprocess per point.
-Results go to ``chapters/results/attention_<device>.csv`` with device, torch version and date.
+Results, with device, torch version and date, go to a CSV outside the repository by default
+(``$TMPDIR/transformers-book-bench/``), so that a reader's run never changes what the book
+shows; ``--record`` writes the book's own ``chapters/results/attention_<device>.csv`` (or
+``attention_window_<device>.csv``), which chapter 5 reads; ``--out`` names any other path.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +40,19 @@ from lib.linear_attention import linear_attention
 from lib.tiled_softmax import tiled_attention
 
 RESULTS = Path(__file__).resolve().parents[2] / "chapters" / "results"
+SCRATCH = Path(tempfile.gettempdir()) / "transformers-book-bench"  # a run's CSV, unless --record or --out
+
+
+def output_path(args: argparse.Namespace, name: str) -> Path:
+    """Where a run writes its CSV ``name``: --out, else the book's results with --record, else SCRATCH."""
+    if args.out:
+        return Path(args.out)
+    if args.record:
+        return RESULTS / name
+    SCRATCH.mkdir(parents=True, exist_ok=True)
+    return SCRATCH / name
+
+
 N_HEADS = 8
 NAIVE_MAX_N = {"cpu": 8192, "cuda": 16384}  # beyond this the naive score matrix is tens of GB
 
@@ -198,7 +215,7 @@ def run(args: argparse.Namespace) -> list[dict]:
                     f"{seconds * 1e3:10.2f} ms  " + ("" if memory is None else f"{memory / 2**20:9.1f} MiB")
                 )
             del inputs
-    out = Path(args.out or RESULTS / f"attention_{device}.csv")
+    out = output_path(args, f"attention_{device}.csv")
     write_csv(rows, out)
     print("\nTime ratios are medians over rounds of side-by-side ratios; memory ratios are from single runs.")
     print("\n".join(ratios(rows, round_times)))
@@ -299,7 +316,7 @@ def windowed(args: argparse.Namespace) -> list[dict]:
             "ratio_to_half_n": ratio,
         })  # fmt: skip
         print(f"  N={n:6d} {impl:14} {seconds * 1e3:10.2f} ms")
-    out = Path(args.out or RESULTS / f"attention_window_{device}.csv")
+    out = output_path(args, f"attention_window_{device}.csv")
     write_csv(rows, out)
     print("\nTime when N doubles (medians over rounds of side-by-side ratios):")
     print("\n".join(doubling_ratios(times, sizes, list(impls), window)))
@@ -361,7 +378,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--head-dims", type=int, nargs="+", help="head widths d")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurements")
-    parser.add_argument("--out", help="CSV path (default chapters/results/attention_<device>.csv)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--out", help=f"CSV path (default: {SCRATCH}/attention_<device>.csv)")
+    where.add_argument(
+        "--record", action="store_true", help="write the book's chapters/results/attention_<device>.csv (chapter 5)"
+    )
     parser.add_argument("--sweep", action="store_true", help="time tiled block sizes against SDPA instead")
     parser.add_argument(
         "--window",
@@ -383,7 +404,7 @@ def write_csv(rows: list[dict], out: Path) -> None:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    print(f"\nwrote {out}")
+    print(f"\nwrote {out}" + ("  (chapter 5's own CSV is written with --record)" if out.parent == SCRATCH else ""))
 
 
 def main(args: argparse.Namespace) -> None:
