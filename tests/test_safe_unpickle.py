@@ -94,7 +94,7 @@ def _inner_pickle(marker):
         (cloudpickle.dumps(_Answer()), "defined in the notebook"),
         (cloudpickle.dumps(_Answer), "defined in the notebook"),
         (pickle.dumps(os.system, protocol=0) + b"", None),  # a reference alone is not a call: loads
-        (b"clib.code_policy\n__dict__\n.", "private name lib.code_policy.__dict__"),
+        (b"clib.code_policy\n__dict__\n.", "the name lib.code_policy.__dict__"),
         (b"clib.sandbox\nOUTSIDE_ENV\n.", "neither a function, a class nor a module"),
         (b"cos\nsystem\n(Vtrue\ntR.", "a call to posix.system"),
         (b"ccloudpickle.cloudpickle\nsubimport\n(Vlib.code_policy\ntR(dVrefusal\nNsb.", "calling its class"),
@@ -119,3 +119,45 @@ def test_a_tensor_inside_loads_only_tensors(tmp_path):
     assert not marker.exists()
     with pytest.raises(TypeError, match="data must be bytes"):
         safe_loads("text")
+
+
+def _disarms():  # run as the pickle loads, if anything of the learner's could run then
+    import lib.code_policy as policy
+
+    policy.refusal = None
+
+
+def _calls_itself(ending: bytes) -> bytes:
+    """A review's bypass: a function whose ``append`` attribute is itself, then an opcode that
+    fills the object on the stack (APPEND, APPENDS, ADDITEMS), which would call it."""
+    evil = lambda *args: _disarms()  # noqa: E731
+    evil.append = evil.extend = evil.add = evil.keys = evil
+    return cloudpickle.dumps(evil, protocol=3)[:-1] + ending
+
+
+@pytest.mark.parametrize(
+    "data, named",
+    [
+        (_calls_itself(b"Na."), "filling a function"),
+        (_calls_itself(b"(Ne."), "filling a function"),
+        (_calls_itself(b"(N\x90."), "filling a function"),
+        (b"ccollections\nOrderedDict\n(" + _calls_itself(b"")[2:-1] + b"tR.", "OrderedDict built from"),
+        (b"ccloudpickle.cloudpickle\nsubimport\n(Vthis\ntR.", "an import of this"),
+        (b"ccloudpickle.cloudpickle\nsubimport\n(Vvenv.__main__\ntR.", "the module name"),
+        (b"\x80\x02cthread\nstart_new_thread\n.", "an import of thread"),
+        (b"clib.code_policy\nPolicy.__init__\n.", "reached through attributes"),
+    ],
+)
+def test_a_learner_object_is_never_called_while_loading(data, named, capsys):
+    before = lib.code_policy.refusal
+    with pytest.raises(UnsafePickle, match=named):
+        safe_loads(data)
+    assert lib.code_policy.refusal is before and "Zen of Python" not in capsys.readouterr().out
+
+
+def test_a_function_with_attributes_of_its_own_still_loads():
+    def scaled(x):
+        return x * scaled.factor
+
+    scaled.factor = 3
+    assert safe_loads(cloudpickle.dumps(scaled))(2) == 6
