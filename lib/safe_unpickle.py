@@ -86,7 +86,8 @@ class _Unpickler(pickle._Unpickler):  # the pure-Python unpickler: its opcodes c
 
         def make_function(code, globals_, name, argdefs, closure):
             cells = closure is None or (type(closure) is tuple and all(type(c) is types.CellType for c in closure))
-            if not (type(code) is types.CodeType and type(globals_) is dict and type(name) in (str, type(None)) and cells):
+            named = type(name) in (str, type(None))
+            if not (type(code) is types.CodeType and type(globals_) is dict and named and cells):
                 raise UnsafePickle("a function whose code, globals, name or closure are not plain")
             if argdefs is not None and type(argdefs) is not tuple:
                 raise UnsafePickle("a function whose defaults are not a tuple")
