@@ -303,10 +303,16 @@ def merge_states(states: Sequence[dict], sources: Sequence[str]) -> dict:
     if not states:
         raise GradebookError("merge needs at least one shard's gradebook")
     first = states[0]
+
+    def rule(state: dict, key: str):  # a gradebook from before --variants has no such key: it is False
+        return bool(state.get(key)) if key == "variants" else state[key]
+
     for state, source in zip(states, sources, strict=True):
         for key in ("seed", "partial", "roster", "chapters", "variants"):
-            if state.get(key) != first.get(key):
-                raise GradebookError(f"{source} has {key} {state[key]!r}, {sources[0]} {first[key]!r}: not one batch")
+            if rule(state, key) != rule(first, key):
+                raise GradebookError(
+                    f"{source} has {key} {rule(state, key)!r}, {sources[0]} {rule(first, key)!r}: not one batch"
+                )
     shards = [parse_shard(state["shard"]) if state["shard"] else None for state in states]
     if any(shards):
         if None in shards or len({n for _, n in shards}) != 1:

@@ -24,7 +24,8 @@ position. The fast one (``_forward_fast``, the default) adds four refinements, e
 each worth a measured share of the speed; tests hold the two equal, outputs and gradients:
     * causal attention in two phases: unmasked tiles below the diagonal, one masked tile on
       it (walked in strips of rows, each as wide as its rows read), nothing above; a sliding
-      window also skips every tile left of its band, so its work grows linearly in N (the schedule is ``lib.tiling``'s);
+      window also skips every tile left of its band, so its work grows linearly in N (the
+      schedule is ``lib.tiling``'s);
     * conditional rescaling: once every row has a max, m is kept unless a tile's sums would
       grow too large, which skips a max and a rescale for most tiles (``_forward_fast``);
     * one scratch buffer, reused, for every score tile;
@@ -231,7 +232,8 @@ def _forward_fast(heads: GroupedHeads, tiling: Tiling) -> tuple[torch.Tensor, to
 def _backward(grad_out, heads: GroupedHeads, out, lse, tiling: Tiling):
     """FlashAttention-2's backward: recompute each tile's probabilities from q, k and the saved
     log-sum-exp, and accumulate dq, dk, dv tile by tile (Dao 2023, Algorithm 2). Both twins
-    share it; the fast one skips the tiles its forward skipped."""
+    share it; the fast one skips the tiles its forward skipped (a causal diagonal tile is
+    recomputed whole here, not in the forward's strips: the same gradients, a little more work)."""
     q_g, k_g, v_g = heads.q, heads.k, heads.v
     n_queries, n_keys = heads.n_queries, heads.n_keys
     acc_dtype = torch.promote_types(q_g.dtype, torch.float32)

@@ -209,3 +209,16 @@ def test_variants_grade_each_student_on_the_numbers_their_copy_showed(tmp_path, 
     assert state["variants"] is True
     status = {r["student"]: r["exercises"]["1.new-values"] for r in state["reports"]}
     assert status == {"vera": "correct", "victor": "incorrect", "wren": "incorrect"}
+
+
+def test_shards_graded_with_and_without_variants_are_not_one_batch():
+    """merge refuses shards whose rule differs, naming it, also against a gradebook written
+    before --variants existed (no such key)."""
+    from lib.gradebook import make_state, merge_states
+
+    with_variants, without = make_state([], seed=1, variants=True), make_state([], seed=1)
+    older = {key: value for key, value in without.items() if key != "variants"}
+    for other in (without, older):
+        with pytest.raises(GradebookError, match="b.json has variants False, a.json True"):
+            merge_states([with_variants, other], ["a.json", "b.json"])
+    assert merge_states([without, older], ["a.json", "b.json"])["variants"] is False
