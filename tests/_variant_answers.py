@@ -51,4 +51,7 @@ def variant_answer_tests(chapter: int, answers: dict[str, Callable[..., Any]]):
             expected = np.asarray(variant.expected, dtype=np.float64)
             assert np.allclose(expected, answer, atol=precise, rtol=0), (values, answer, variant.expected)
 
-    return test_every_varied_exercise_has_an_independent_answer, test_every_variant_agrees_with_an_independent_computation
+    return (
+        test_every_varied_exercise_has_an_independent_answer,
+        test_every_variant_agrees_with_an_independent_computation,
+    )
