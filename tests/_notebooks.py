@@ -35,23 +35,25 @@ def write_notebook(path: Path, *sources: str, kernel: str = "python3", stored: b
     return path
 
 
-def sandboxed_processes() -> list[int]:
-    """The processes running now in a PID namespace other than this one's that look like a
-    grading sandbox's (its worker, a kernel, a hidden run): what a batch must leave none of."""
+def sandboxed_processes(owner: Path) -> list[int]:
+    """The processes running now in a PID namespace other than this one's whose mounts include a
+    folder under ``owner`` (the ``sandbox_owner`` fixture): the sandboxes a test's grader started, with
+    everything they started (a worker, a kernel, a hidden run, a setsid child). A sandboxed
+    process cannot change its mounts, so it cannot hide from this by renaming or moving itself."""
     import os
 
     ours = os.readlink("/proc/self/ns/pid")
+    mark = owner.name.encode()
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             namespace = os.readlink(f"/proc/{entry}/ns/pid")
-            with open(f"/proc/{entry}/cmdline", "rb") as file:
-                command = file.read()
-            folder = os.readlink(f"/proc/{entry}/cwd")
+            with open(f"/proc/{entry}/mountinfo", "rb") as file:
+                mounts = file.read()
         except OSError:  # it ended while we looked
             continue
-        if namespace != ours and (b"/tmp/grading" in command + folder.encode() or b"lib.hidden_runs" in command):
+        if namespace != ours and mark in mounts:
             found.append(int(entry))
     return found

@@ -21,37 +21,19 @@ def needs_sandbox():
     require_sandbox()
 
 
-# Test files whose notebooks or hidden runs go through a bubblewrap sandbox. Two of them count
-# every sandbox process on the machine (tests/_notebooks.sandboxed_processes), so under
-# pytest-xdist (make test) these files take turns: each holds a lock file while it runs.
-SANDBOX_FILES = {
-    "test_answer_grading.py",
-    "test_batch_grading.py",
-    "test_checks.py",
-    "test_grade_command.py",
-    "test_gradebook.py",
-    "test_grading_process.py",
-    "test_hidden_runs.py",
-    "test_hostile_grading.py",
-    "test_sandbox.py",
-    "test_student.py",
-}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_sandboxed_file_at_a_time(request):
-    """A sandboxed test file holds an exclusive lock for as long as it runs (module fixtures
-    included: autouse fixtures come first), so no other worker's sandbox runs beside it."""
-    if request.path.name not in SANDBOX_FILES:
-        yield
-        return
-    import fcntl
+@pytest.fixture
+def sandbox_owner():
+    """A new folder, named uniquely, for a test's grader to make its temporary folders in (as
+    $TMPDIR, or ``tempfile.tempdir`` in this process): every sandbox binds one of them as its
+    shared folder, so ``_notebooks.sandboxed_processes(owner)`` tells this test's sandboxes from
+    those of the tests that run beside it on other pytest-xdist workers."""
+    import shutil
     import tempfile
     from pathlib import Path
 
-    with open(Path(tempfile.gettempdir()) / "transformers-book-sandbox-tests.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
+    owner = Path(tempfile.mkdtemp(prefix="book-sandbox-owner-"))
+    yield owner
+    shutil.rmtree(owner, ignore_errors=True)
 
 
 def pytest_configure(config):

@@ -32,13 +32,17 @@ def _wait_for(condition, what: str, limit_s: float = 300.0) -> None:
         time.sleep(0.2)
 
 
-def test_an_interrupted_batch_leaves_no_grading_process_or_kernel_behind(tmp_path, needs_sandbox):
+def test_an_interrupted_batch_leaves_no_grading_process_or_kernel_behind(
+    tmp_path, monkeypatch, sandbox_owner, needs_sandbox
+):
     """What Ctrl-C does (grade_notebooks calls stop_grading on any interrupt): the grading
     processes sit in sessions of their own, so the terminal's signal would not reach them.
     Without a sandbox the kernel's process group is stopped; with one, the sandbox ends and
     everything in it with it."""
+    import tempfile
     import threading
 
+    monkeypatch.setattr(tempfile, "tempdir", str(sandbox_owner))  # the grader's folders, so its sandboxes are known
     for sandboxed in (True, False):
         path = write_notebook(tmp_path / str(sandboxed) / "ch.ipynb", SOLVED[0], "while True:\n    pass")
         reports = []
@@ -56,7 +60,7 @@ def test_an_interrupted_batch_leaves_no_grading_process_or_kernel_behind(tmp_pat
 
         _wait_for(looping, "the loop's cell start")
         kernel = next(event for event in looping() if "kernel" in event)
-        inside = sandboxed_processes()
+        inside = sandboxed_processes(sandbox_owner)
         assert bool(inside) == sandboxed
         grading_process.stop_grading()
         batch.join()
@@ -71,7 +75,7 @@ def test_an_interrupted_batch_leaves_no_grading_process_or_kernel_behind(tmp_pat
             return False
 
         if sandboxed:
-            _wait_for(lambda: not sandboxed_processes(), "the sandbox's processes end")
+            _wait_for(lambda: not sandboxed_processes(sandbox_owner), "the sandbox's processes end")
         else:
             _wait_for(lambda kernel=kernel: gone(kernel["pgid"]), "the kernel's process group end")
         assert (

@@ -167,9 +167,10 @@ def _hashes(folder: Path, skip: Path) -> dict[str, str]:
     }
 
 
-def _grade(repo: Path, notebooks: list[Path], out: Path) -> tuple[subprocess.CompletedProcess, list[dict]]:
+def _grade(repo: Path, notebooks: list[Path], out: Path, owner: Path) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    """``python -m lib.student grade`` on ``notebooks``, its temporary folders under ``owner``."""
     out.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(repo), "GRADER_SECRET": SECRET}
+    env = {**os.environ, "PYTHONPATH": str(repo), "GRADER_SECRET": SECRET, "TMPDIR": str(owner)}
     command = [sys.executable, "-m", "lib.student", "grade", *map(str, notebooks), "--jobs", "2", "--seed", "7"]
     command += ["--time-limit", "60", "--json", str(out / "grades.json"), "--csv", str(out / "grades.csv")]
     command += ["--feedback", str(out / "feedback")]
@@ -178,7 +179,7 @@ def _grade(repo: Path, notebooks: list[Path], out: Path) -> tuple[subprocess.Com
     return done, json.loads((out / "grades.json").read_text())
 
 
-def test_no_hand_in_changes_any_grade_but_its_own(tmp_path):
+def test_no_hand_in_changes_any_grade_but_its_own(tmp_path, sandbox_owner):
     repo, class_dir = tmp_path / "repo", tmp_path / "class"
     shutil.copytree(ROOT / "lib", repo / "lib", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "chapters" / "results", repo / "chapters" / "results")
@@ -200,7 +201,7 @@ def test_no_hand_in_changes_any_grade_but_its_own(tmp_path):
     ]
     outputs = tmp_path / "out"
     outputs.mkdir()
-    _, alone = _grade(repo, honest, outputs / "alone")
+    _, alone = _grade(repo, honest, outputs / "alone", sandbox_owner)
     alone_grades = {row["student"]: (row["exercises"], row["problems"]) for row in alone}
     assert alone[0]["correct"] == alone[0]["total"] == 6 and alone[0]["problems"] == []
     assert alone[1]["exercises"]["1.longer-query"] == "incorrect" and alone[1]["correct"] == 2
@@ -212,12 +213,12 @@ def test_no_hand_in_changes_any_grade_but_its_own(tmp_path):
     ]
     before = _hashes(tmp_path, outputs)
     start = time.monotonic()
-    done, batch = _grade(repo, honest + hostile, outputs / "batch")
+    done, batch = _grade(repo, honest + hostile, outputs / "batch", sandbox_owner)
     seconds = time.monotonic() - start
     _wait = time.monotonic() + 10
-    while sandboxed_processes() and time.monotonic() < _wait:
+    while sandboxed_processes(sandbox_owner) and time.monotonic() < _wait:
         time.sleep(0.2)
-    assert sandboxed_processes() == []  # nothing the batch started is alive, setsid children included
+    assert sandboxed_processes(sandbox_owner) == []  # nothing the batch started is alive, setsid children included
     assert _hashes(tmp_path, outputs) == before  # every file outside the output folder is byte-identical
     graded = {row["student"]: row for row in batch}
     students = [path.parent.name for path in honest + hostile]
