@@ -211,9 +211,10 @@ def _gap_score(n: int) -> ValueExercise:
             ),
         ),
         decimals=2,
-        # the query stays at 3: with θ = π/12 most pairs of positions make two mistakes meet, and these
-        # keys keep every mistake at least 0.03 from the answer and the others
-        params=(Param("n", 7, (5, 7, 8, 10, 11)),),
+        # the query stays at 3: with θ = π/12 most pairs of positions make two mistakes meet. These keys
+        # keep every mistake at least 0.03 from the answer and the others, and give six different answers
+        # (gaps 1, 2, 4, 5, 13, 14; the sine repeats, so gaps 7, 8, 10, 11 would copy those of 5, 4, 2, 1)
+        params=(Param("n", 7, (4, 5, 7, 8, 16, 17)),),
         make=_gap_score,
     )
 
