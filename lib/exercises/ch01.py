@@ -43,15 +43,16 @@ def _read(w1: float) -> list[float]:
     return [2 * w1, 4 * (1 - w1)]
 
 
-# Exercise 1.1: the query [2, 0], twice as long as the worked example's and pointing the same way.
-_LONG_W1, _LONG_W2 = _softmax2(2 / math.sqrt(2), 0.0)  # scores [√2, 0]: weights ≈ [0.8044, 0.1956]
-_LONG_NO_SCALE = _read(_softmax2(2.0, 0.0)[0])  # scores [2, 0] ≈ [1.7616, 0.4768]
-_LONG_BY_D_K = _read(_softmax2(1.0, 0.0)[0])  # scores [1, 0] ≈ [1.4621, 1.0758]
+# Exercise 1.1: the query [c, 0], c times as long as the worked example's and pointing the same way
+# (the book: c = 2, scores [√2, 0], weights ≈ [0.8044, 0.1956]). The words for c in the question:
+_TIMES = {2: "twice", 3: "three times", 4: "four times"}
+_SCALE_VERB = {2: "double", 3: "triple", 4: "quadruple"}
+_SCALING = {2: "doubling", 3: "tripling", 4: "quadrupling"}
 
-# Exercise 1.3: three keys with scores [1, 2, 0] (already scaled), values [2, 0], [0, 4] and
-# [6, 2]; key 2 (the best-scoring one) may not be read, so keys 1 and 3 remain, with unequal scores.
-_MASK_SCORES = (1.0, 2.0, 0.0)
-_MASK_VALUES = ((2.0, 0.0), (0.0, 4.0), (6.0, 2.0))
+
+# Exercise 1.3: three keys with scores [s1, s2, 0] (already scaled), values [2, 0], [0, 4] and
+# [x, 2]; key 2 (the best-scoring one) may not be read, so keys 1 and 3 remain, with unequal scores
+# (the book: s1 = 1, s2 = 2, x = 6).
 
 
 def _softmax_list(scores: tuple[float, ...]) -> list[float]:
@@ -60,16 +61,168 @@ def _softmax_list(scores: tuple[float, ...]) -> list[float]:
     return [e / sum(exps) for e in exps]
 
 
-def _mix(weights: list[float]) -> list[float]:
+def _mix(weights: list[float], values: tuple[tuple[float, float], ...]) -> list[float]:
     """Σ wᵢ vᵢ over exercise 1.3's three values."""
-    return [sum(w * v[j] for w, v in zip(weights, _MASK_VALUES, strict=True)) for j in range(2)]
+    return [sum(w * v[j] for w, v in zip(weights, values, strict=True)) for j in range(2)]
 
 
-_MASK_W1, _MASK_W3 = _softmax_list((1.0, 0.0))  # keys 1 and 3 only: ≈ [0.7311, 0.2689]
-_MASK_READ = _mix([_MASK_W1, 0.0, _MASK_W3])  # ≈ [3.0758, 0.5379]
-_MASK_NONE = _mix(_softmax_list(_MASK_SCORES))  # no mask: ≈ [1.0296, 2.8410]
-_MASK_TO_ZERO = _mix(_softmax_list((1.0, 0.0, 0.0)))  # key 2's score set to 0, not -inf: ≈ [2.4239, 1.2716]
-_MASK_AFTER = _mix([w if i != 1 else 0.0 for i, w in enumerate(_softmax_list(_MASK_SCORES))])  # ≈ [1.0296, 0.1801]
+def _longer_query(c: int) -> ValueExercise:
+    """1.longer-query with the query q = [c, 0], c times the worked example's (the book: c = 2)."""
+    score = c / math.sqrt(2)  # q·k1 / √2; q·k2 / √2 is 0
+    w1, w2 = _softmax2(score, 0.0)
+    shown_score = "√2" if c == 2 else f"{c}/√2"
+    if c == 2:
+        by_d_k = (
+            "Your scores were [1, 0]: you divided [2, 0] by d_k = 2 (the scale is 1/√d_k, so the scores "
+            "are [√2, 0]), or you kept the old query [1, 0] and did not scale it."
+        )
+    else:
+        by_d_k = (
+            f"Your scores were [{c / 2:g}, 0]: you divided [{c}, 0] by d_k = 2 (the scale is 1/√d_k, so the "
+            f"scores are [{shown_score}, 0])."
+        )
+    verb, scaling = _SCALE_VERB[c], _SCALING[c]
+    return ValueExercise(
+        id="1.longer-query",
+        question=(
+            "Keep the worked example's keys [1, 0], [0, 1] and values [2, 0], [0, 4] (d_k = 2), but make "
+            f"the query {_TIMES[c]} as long: q = [{c}, 0]. What output does it read?"
+            " Give each number to 2 decimal places."
+        ),
+        expected=_read(w1),
+        explanation=(
+            f"The scores {verb} to [{score:.4f}, 0], so the weights sharpen to "
+            f"[{w1:.4f}, {w2:.4f}] and the output moves toward v1: "
+            f"[{2 * w1:.4f}, {4 * w2:.4f}]. Same direction, longer query: q·k = |q||k|cos θ grows "
+            "with length, not only with alignment."
+        ),
+        hints=("Dot products with each key, divide by √2, softmax, then mix the values.",),
+        wrong_answers=(
+            WrongAnswer([2.0, 0.0], _NOT_BEST_MATCH),
+            WrongAnswer(
+                _read(_softmax2(float(c), 0.0)[0]),
+                f"You forgot to divide the scores by √d_k = √2: you used [{c}, 0].",
+            ),
+            WrongAnswer(_read(_softmax2(c / 2, 0.0)[0]), by_d_k),
+            WrongAnswer(
+                _OUTPUT,
+                f"That is the output for q = [1, 0]. {scaling.capitalize()} the query {verb}s its dot products, "
+                "so the scores, and with them the weights, change.",
+            ),
+            WrongAnswer(
+                [c * o for o in _OUTPUT],
+                f"That is {_TIMES[c]} the worked example's output: what {scaling} the values gives, with the "
+                f"weights unchanged. {scaling.capitalize()} the query acts earlier, on the scores: they {verb} to "
+                f"[{shown_score}, 0], the softmax sharpens, and the output moves toward v1 instead of growing.",
+            ),
+            WrongAnswer([w1, w2], "Those are the weights. The question asks for the output, Σ wᵢ vᵢ."),
+            WrongAnswer(
+                [c * math.sqrt(2), 0.0],  # 2 · c/√2
+                f"You mixed the values with the scores [{shown_score}, 0] themselves. Take the softmax first: the "
+                "weights must be positive and sum to 1.",
+            ),
+        ),
+        decimals=2,
+        params=(Param("c", 2, (2, 3, 4)),),
+        make=_longer_query,
+    )
+
+
+def _equal_scores(a: int, b: int) -> ValueExercise:
+    """1.equal-scores with the values [a, 0] and [0, b] (the book: the worked example's, a = 2, b = 4)."""
+    if (a, b) == (2, 4):
+        worked = f"That is the worked example's output, with unequal scores [{_SCORE:.4f}, 0]."
+    else:
+        worked = (
+            f"You mixed the values with the worked example's weights [{_W1:.4f}, {_W2:.4f}], which come from "
+            f"its unequal scores [{_SCORE:.4f}, 0]. Equal scores make equal weights."
+        )
+    return ValueExercise(
+        id="1.equal-scores",
+        question=(
+            f"If both scores are equal, what is the output, with values [{a}, 0] and [0, {b}]? Give each number "
+            "to 2 decimal places."
+        ),
+        expected=[a / 2, b / 2],
+        explanation=(
+            f"Equal scores give weights [0.5, 0.5], so the output is 0.5·[{a}, 0] + 0.5·[0, {b}] = "
+            f"[{a / 2:g}, {b / 2:g}]."
+        ),
+        hints=("Equal scores make equal weights. The output is the weighted sum of the values.",),
+        wrong_answers=(
+            WrongAnswer([float(a), 0.0], _NOT_BEST_MATCH),
+            WrongAnswer([0.0, float(b)], "That is the larger value vector. " + _NOT_BEST_MATCH),
+            WrongAnswer(
+                [float(a), float(b)], "You added the values without weights; the weights sum to 1, so halve each."
+            ),
+            WrongAnswer([0.5, 0.5], "Those are the weights. The question asks for the output, Σ wᵢ vᵢ."),
+            WrongAnswer([a * _W1, b * _W2], worked),
+        ),
+        decimals=2,
+        # b > a always: [0, b] stays the larger value vector
+        params=(Param("a", 2, (1, 2, 3)), Param("b", 4, (4, 5, 6, 8))),
+        make=_equal_scores,
+    )
+
+
+def _masked_read(s1: float, s2: int, x: int) -> ValueExercise:
+    """1.masked-read with scores [s1, s2, 0] and key 3's value [x, 2] (the book: 1, 2, 6)."""
+    scores = (s1, s2, 0.0)
+    values = ((2.0, 0.0), (0.0, 4.0), (float(x), 2.0))
+    w1, w3 = _softmax_list((s1, 0.0))  # keys 1 and 3 only
+    read = _mix([w1, 0.0, w3], values)
+    everything = _softmax_list(scores)
+    return ValueExercise(
+        id="1.masked-read",
+        question=(
+            f"A query has scores [{s1}, {s2}, 0] (already scaled) for keys 1, 2 and 3, whose values are [2, 0], "
+            f"[0, 4] and [{x}, 2]. A mask forbids key 2. What output does the query read? Give each number "
+            "to 2 decimal places."
+        ),
+        expected=read,
+        explanation=(
+            f"Key 2's score becomes -inf before the softmax, so the softmax runs over keys 1 and 3 alone: "
+            f"weights [{w1:.4f}, 0, {w3:.4f}], and the output is {w1:.4f}·[2, 0] + "
+            f"{w3:.4f}·[{x}, 2] = [{read[0]:.4f}, {read[1]:.4f}], however high key 2 scored."
+        ),
+        hints=("Set the forbidden score to -inf, then take the softmax over what is left.",),
+        wrong_answers=(
+            WrongAnswer(
+                _mix(everything, values),
+                "That is the read without the mask: key 2 still took most of the weight. "
+                "Set its score to -inf before the softmax.",
+            ),
+            WrongAnswer(
+                _mix(_softmax_list((s1, 0.0, 0.0)), values),
+                "You set the forbidden score to 0 instead of -inf. A score of 0 is an ordinary score "
+                "(weight e⁰ = 1 before normalizing); only -inf gives weight 0.",
+            ),
+            WrongAnswer(
+                _mix([w if i != 1 else 0.0 for i, w in enumerate(everything)], values),
+                "You zeroed key 2's weight after the softmax without renormalizing: its score still sat in "
+                "the denominator, so the weights no longer sum to 1. Mask before the softmax.",
+            ),
+            WrongAnswer(
+                [0.0, 4.0],
+                "The mask's polarity is flipped: you let the query read key 2 only, the one it may not read "
+                "(or you read the best match and ignored the mask).",
+            ),
+            WrongAnswer(
+                [(2.0 + x) / 2, (0.0 + 2.0) / 2],
+                "That is the plain average of the two allowed values: the mask is right, but the scores still "
+                f"weigh what is read. Take the softmax of the allowed scores [{s1}, 0]: key 1 gets more weight.",
+            ),
+            WrongAnswer(
+                [float(x), 2.0],
+                "That is the value of the best allowed key. Attention does not pick a winner: after the mask, "
+                "keys 1 and 3 still share the weight.",
+            ),
+        ),
+        decimals=2,
+        # s1 > 0 (key 1 outweighs key 3) and e^s2 > e^s1 + 1 (key 2 takes most of the weight unmasked)
+        params=(Param("s1", 1, (0.5, 1, 1.5)), Param("s2", 2, (2, 3)), Param("x", 6, (4, 6, 8))),
+        make=_masked_read,
+    )
 
 
 def _new_values(a: int, b: int) -> ValueExercise:
@@ -162,115 +315,9 @@ def _wider_variance(variance: int, d_k: int) -> ValueExercise:
 
 
 CHAPTER_1 = (
-    ValueExercise(
-        id="1.longer-query",
-        question=(
-            "Keep the worked example's keys [1, 0], [0, 1] and values [2, 0], [0, 4] (d_k = 2), but make "
-            "the query twice as long: q = [2, 0]. What output does it read?"
-            " Give each number to 2 decimal places."
-        ),
-        expected=_read(_LONG_W1),
-        explanation=(
-            f"The scores double to [{2 / math.sqrt(2):.4f}, 0], so the weights sharpen to "
-            f"[{_LONG_W1:.4f}, {_LONG_W2:.4f}] and the output moves toward v1: "
-            f"[{2 * _LONG_W1:.4f}, {4 * _LONG_W2:.4f}]. Same direction, longer query: q·k = |q||k|cos θ grows "
-            "with length, not only with alignment."
-        ),
-        hints=("Dot products with each key, divide by √2, softmax, then mix the values.",),
-        wrong_answers=(
-            WrongAnswer([2.0, 0.0], _NOT_BEST_MATCH),
-            WrongAnswer(_LONG_NO_SCALE, "You forgot to divide the scores by √d_k = √2: you used [2, 0]."),
-            WrongAnswer(
-                _LONG_BY_D_K,
-                "Your scores were [1, 0]: you divided [2, 0] by d_k = 2 (the scale is 1/√d_k, so the scores "
-                "are [√2, 0]), or you kept the old query [1, 0] and did not scale it.",
-            ),
-            WrongAnswer(
-                _OUTPUT,
-                "That is the output for q = [1, 0]. Doubling the query doubles its dot products, "
-                "so the scores, and with them the weights, change.",
-            ),
-            WrongAnswer(
-                [2 * o for o in _OUTPUT],
-                "That is twice the worked example's output: what doubling the values gives, with the weights "
-                "unchanged. Doubling the query acts earlier, on the scores: they double to [√2, 0], the "
-                "softmax sharpens, and the output moves toward v1 instead of growing.",
-            ),
-            WrongAnswer([_LONG_W1, _LONG_W2], "Those are the weights. The question asks for the output, Σ wᵢ vᵢ."),
-            WrongAnswer(
-                [2 * math.sqrt(2), 0.0],
-                "You mixed the values with the scores [√2, 0] themselves. Take the softmax first: the "
-                "weights must be positive and sum to 1.",
-            ),
-        ),
-        decimals=2,
-    ),
-    ValueExercise(
-        id="1.equal-scores",
-        question=(
-            "If both scores are equal, what is the output, with values [2, 0] and [0, 4]? Give each number "
-            "to 2 decimal places."
-        ),
-        expected=[1.0, 2.0],
-        explanation="Equal scores give weights [0.5, 0.5], so the output is 0.5·[2, 0] + 0.5·[0, 4] = [1, 2].",
-        hints=("Equal scores make equal weights. The output is the weighted sum of the values.",),
-        wrong_answers=(
-            WrongAnswer([2.0, 0.0], _NOT_BEST_MATCH),
-            WrongAnswer([0.0, 4.0], "That is the larger value vector. " + _NOT_BEST_MATCH),
-            WrongAnswer([2.0, 4.0], "You added the values without weights; the weights sum to 1, so halve each."),
-            WrongAnswer([0.5, 0.5], "Those are the weights. The question asks for the output, Σ wᵢ vᵢ."),
-            WrongAnswer(_OUTPUT, f"That is the worked example's output, with unequal scores [{_SCORE:.4f}, 0]."),
-        ),
-        decimals=2,
-    ),
-    ValueExercise(
-        id="1.masked-read",
-        question=(
-            "A query has scores [1, 2, 0] (already scaled) for keys 1, 2 and 3, whose values are [2, 0], "
-            "[0, 4] and [6, 2]. A mask forbids key 2. What output does the query read? Give each number "
-            "to 2 decimal places."
-        ),
-        expected=_MASK_READ,
-        explanation=(
-            f"Key 2's score becomes -inf before the softmax, so the softmax runs over keys 1 and 3 alone: "
-            f"weights [{_MASK_W1:.4f}, 0, {_MASK_W3:.4f}], and the output is {_MASK_W1:.4f}·[2, 0] + "
-            f"{_MASK_W3:.4f}·[6, 2] = [{_MASK_READ[0]:.4f}, {_MASK_READ[1]:.4f}], however high key 2 scored."
-        ),
-        hints=("Set the forbidden score to -inf, then take the softmax over what is left.",),
-        wrong_answers=(
-            WrongAnswer(
-                _MASK_NONE,
-                "That is the read without the mask: key 2 still took most of the weight. "
-                "Set its score to -inf before the softmax.",
-            ),
-            WrongAnswer(
-                _MASK_TO_ZERO,
-                "You set the forbidden score to 0 instead of -inf. A score of 0 is an ordinary score "
-                "(weight e⁰ = 1 before normalizing); only -inf gives weight 0.",
-            ),
-            WrongAnswer(
-                _MASK_AFTER,
-                "You zeroed key 2's weight after the softmax without renormalizing: its score still sat in "
-                "the denominator, so the weights no longer sum to 1. Mask before the softmax.",
-            ),
-            WrongAnswer(
-                [0.0, 4.0],
-                "The mask's polarity is flipped: you let the query read key 2 only, the one it may not read "
-                "(or you read the best match and ignored the mask).",
-            ),
-            WrongAnswer(
-                [(2.0 + 6.0) / 2, (0.0 + 2.0) / 2],
-                "That is the plain average of the two allowed values: the mask is right, but the scores still "
-                "weigh what is read. Take the softmax of the allowed scores [1, 0]: key 1 gets more weight.",
-            ),
-            WrongAnswer(
-                [6.0, 2.0],
-                "That is the value of the best allowed key. Attention does not pick a winner: after the mask, "
-                "keys 1 and 3 still share the weight.",
-            ),
-        ),
-        decimals=2,
-    ),
+    _longer_query(2),
+    _equal_scores(2, 4),
+    _masked_read(1, 2, 6),
     _new_values(3, -2),
     _wider_variance(4, 64),
 )

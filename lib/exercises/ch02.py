@@ -23,15 +23,11 @@ def _softmax(scores: list[float]) -> list[float]:
     return [e / sum(exps) for e in exps]
 
 
-# --- 2.mask-after-softmax: scores [2, 1, 2.5], key 3 disallowed, scalar values [1, 3, 8]. The numbers
-# keep every known mistake's read away from a rounding boundary at 2 decimals.
-_SCORES, _VALUES = [2.0, 1.0, 2.5], [1.0, 3.0, 8.0]
+# --- 2.mask-after-softmax: scores [2, 1, 2.5], key 3 disallowed, scalar values [v1, v2, v3] (the book:
+# [1, 3, 8]). The values keep every known mistake's read away from the answer and from each other at 2 decimals.
+_SCORES = [2.0, 1.0, 2.5]
 _MASKED = _softmax(_SCORES[:2])  # softmax over the two allowed keys
 _ALL = _softmax(_SCORES)  # softmax over all three
-_CORRECT_READ = _MASKED[0] * 1 + _MASKED[1] * 3  # ≈ 1.5379
-_AFTER_SOFTMAX = _ALL[0] * 1 + _ALL[1] * 3  # weight of key 3 zeroed, no renormalizing ≈ 0.6974
-_UNMASKED = sum(w * v for w, v in zip(_ALL, _VALUES, strict=True))  # ≈ 5.0697
-_SCORE_ZERO = sum(w * v for w, v in zip(_softmax([2.0, 1.0, 0.0]), _VALUES, strict=True))  # ≈ 2.1197
 
 
 def _score_shape(b: int, n: int, m: int) -> ValueExercise:
@@ -142,49 +138,62 @@ def _concat_width(h: int, d_k: int, d_v: int) -> ValueExercise:
     )
 
 
-CHAPTER_2 = (
-    _score_shape(4, 10, 6),
-    ValueExercise(
+def _mask_after_softmax(v1: int, v2: int, v3: int) -> ValueExercise:
+    """2.mask-after-softmax with the values [v1, v2, v3] (the book: 1, 3, 8); the scores stay [2, 1, 2.5]."""
+    values = [float(v1), float(v2), float(v3)]
+    read = _MASKED[0] * v1 + _MASKED[1] * v2
+    return ValueExercise(
         id="2.mask-after-softmax",
         question=(
             "One query has scaled scores [2, 1, 2.5] over three keys whose values are the numbers "
-            "[1, 3, 8], and the mask forbids the third key. What does the query read? Give it to 2 "
+            f"[{v1}, {v2}, {v3}], and the mask forbids the third key. What does the query read? Give it to 2 "
             "decimal places."
         ),
-        expected=_CORRECT_READ,
+        expected=read,
         explanation=(
             f"Set the third score to -inf before the softmax: the weights are softmax([2, 1]) ≈ "
-            f"[{_MASKED[0]:.4f}, {_MASKED[1]:.4f}], and the read is ≈ {_CORRECT_READ:.4f}."
+            f"[{_MASKED[0]:.4f}, {_MASKED[1]:.4f}], and the read is ≈ {read:.4f}."
         ),
         hints=("Mask before the softmax, so the forbidden key is not in the denominator.",),
         wrong_answers=(
             WrongAnswer(
-                _AFTER_SOFTMAX,
+                _ALL[0] * v1 + _ALL[1] * v2,  # weight of key 3 zeroed, no renormalizing
                 "You zeroed the third weight after the softmax without renormalizing: the forbidden score "
                 "still sat in the denominator, so the two remaining weights sum to less than 1.",
             ),
-            WrongAnswer(_UNMASKED, "That ignores the mask: the third key (value 8) was read."),
             WrongAnswer(
-                _SCORE_ZERO,
+                sum(w * v for w, v in zip(_ALL, values, strict=True)),
+                f"That ignores the mask: the third key (value {v3}) was read.",
+            ),
+            WrongAnswer(
+                sum(w * v for w, v in zip(_softmax([2.0, 1.0, 0.0]), values, strict=True)),
                 "You set the forbidden score to 0. A score of 0 still gets weight exp(0); it must be -inf.",
             ),
             WrongAnswer(
-                8.0,
+                values[2],
                 "The mask polarity is flipped: you read only the forbidden key. True/allowed means 'may read'.",
             ),
             WrongAnswer(
-                _VALUES[0],
+                values[0],
                 "That is the value of the best allowed key. Attention does not pick a winner: the two allowed "
                 "keys share the weight, softmax([2, 1]).",
             ),
             WrongAnswer(
-                (_VALUES[0] + _VALUES[1]) / 2,
+                (values[0] + values[1]) / 2,
                 "That is the plain average of the allowed values: the mask is right, but the scores still weigh "
                 "what is read. Take softmax([2, 1]) and mix the values with it.",
             ),
         ),
         decimals=2,
-    ),
+        # every mistake's read at least 0.03 from the answer and from each other, on every choice
+        params=(Param("v1", 1, (1, 2, 4)), Param("v2", 3, (3, 5, 7)), Param("v3", 8, (8, 10, 12))),
+        make=_mask_after_softmax,
+    )
+
+
+CHAPTER_2 = (
+    _score_shape(4, 10, 6),
+    _mask_after_softmax(1, 3, 8),
     ValueExercise(
         id="2.cache-causal-row",
         question=(

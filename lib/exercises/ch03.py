@@ -8,6 +8,7 @@ answer (``tests/test_exercises.py`` checks that no two coincide).
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import torch
 
@@ -25,10 +26,9 @@ _READS_FOR_T5 = [1, 1, 1, 1, 1, 0, 0]
 # q = k = [1, 0], frequency π/10: the score is cos((n - m)·π/10), whatever m and n are.
 _THETA = math.pi / 10
 
-# q = [1, 0], k = [0, 1], frequency π/12, m = 3, n = 7: (R_m q)·(R_n k) = -sin((n - m)·π/12).
+# q = [1, 0], k = [0, 1], frequency π/12, m = 3, n (the book: 7): (R_m q)·(R_n k) = -sin((n - m)·π/12).
 _THETA_GAP = math.pi / 12
-_QM, _KN = 3, 7
-_GAP_SCORE = -math.sin((_KN - _QM) * _THETA_GAP)  # -sin(π/3) ≈ -0.8660
+_QM = 3
 
 # --- permutation ---------------------------------------------------------------------------
 _ORDER = [2, 0, 3, 1]  # the permuted input is [x2, x0, x3, x1]
@@ -112,8 +112,110 @@ def _pair_period(pair: int, d_k: int) -> ValueExercise:
             WrongAnswer(omega, "That is the frequency ω in radians per position; the question asks for the period."),
         ),
         decimals=1,
-        params=(Param("pair", 32, (8, 16, 24, 32)), Param("d_k", 128, (64, 128))),
+        # every pair exists in every head: d_k / 2 > 32 (a head of 64 has pairs 0..31 only)
+        params=(Param("pair", 32, (8, 16, 24, 32)), Param("d_k", 128, (96, 128, 256))),
         make=_pair_period,
+    )
+
+
+def _passes(positions: int, tokens: int) -> ValueExercise:
+    """3.passes for a training sequence of ``positions`` and ``tokens`` new ones (the book: 9 and 9)."""
+    return ValueExercise(
+        id="3.passes",
+        question=(
+            f"A causal model (no KV cache) must (a) produce next-token predictions for all {positions} positions "
+            f"of a known training sequence and (b) generate {tokens} new tokens. How many forward passes does "
+            "each need? Answer [a, b]."
+        ),
+        expected=[1, tokens],
+        explanation=(
+            f"In training every input token is known, so one causal pass gives all {positions} predictions at "
+            "once. In generation the next input is not known until it has been chosen, so the passes are "
+            "sequential."
+        ),
+        hints=("Which inputs are known in advance in each case?",),
+        wrong_answers=(
+            WrongAnswer(
+                [positions, tokens],
+                "Training does not need one pass per position: the causal mask lets one pass compute every "
+                "prefix's prediction at once, each position reading only its past.",
+            ),
+            WrongAnswer(
+                [1, 1],
+                "Generation cannot run in one pass: token i+1 is an input to the next step, and it is not "
+                "known until it has been selected.",
+            ),
+            WrongAnswer([positions, 1], "Swapped: training is the parallel one, generation the sequential one."),
+            WrongAnswer(
+                [1, tokens + 1],
+                "One pass too many: the pass over the prompt already predicts the first new token, and each "
+                f"pass gives one more. {tokens} new tokens take {tokens} passes.",
+            ),
+        ),
+        whole=True,
+        params=(Param("positions", 9, (9, 12, 16, 32)), Param("tokens", 9, (5, 7, 9, 10))),
+        make=_passes,
+    )
+
+
+def _angle(steps: int) -> str:
+    """steps·π/12 in lowest terms: 4 -> 'π/3', 8 -> '2π/3', 5 -> '5π/12'."""
+    turn = Fraction(steps, 12)
+    top = "π" if turn.numerator == 1 else f"{turn.numerator}π"
+    return top if turn.denominator == 1 else f"{top}/{turn.denominator}"
+
+
+def _gap_score(n: int) -> ValueExercise:
+    """3.gap-score with the key at position n, the query at 3 (the book: n = 7)."""
+    m, gap = _QM, n - _QM
+    score = -math.sin(gap * _THETA_GAP)
+    return ValueExercise(
+        id="3.gap-score",
+        question=(
+            f"Now q = [1, 0] and k = [0, 1], frequency π/12 radians per position, the query at position {m} "
+            f"and the key at position {n}. What is the score (R_m q)·(R_n k)?"
+            " Give it to 2 decimal places."
+        ),
+        expected=score,
+        explanation=(
+            f"R_{n} k = [-sin({n}π/12), cos({n}π/12)] and R_{m} q = [cos({m}π/12), sin({m}π/12)]; their dot "
+            f"product is sin({m}π/12 - {n}π/12) = -sin({_angle(gap)}) ≈ {score:.4f}. Only the gap {gap} enters."
+        ),
+        hints=(
+            f"Rotate k by the gap: qᵀ R_(n-m) k with n - m = {gap} and θ = π/12. Rotating [0, 1] by α gives "
+            "[-sin α, cos α].",
+        ),
+        wrong_answers=(
+            WrongAnswer(
+                -score,
+                "The sign is flipped: you rotated by m - n instead of n - m (or turned the wrong way). "
+                "For q ≠ k the direction matters.",
+            ),
+            WrongAnswer(
+                math.cos(gap * _THETA_GAP),
+                "cos(gap·θ) is the score only when q = k. Here k starts a quarter turn from q.",
+            ),
+            WrongAnswer(0.0, f"0 is q·k with no positions. RoPE rotates k by {gap} steps relative to q first."),
+            WrongAnswer(
+                -math.sin((n + m) * _THETA_GAP),
+                "You added the angles. The transpose undoes the query's rotation: the angles subtract.",
+            ),
+            WrongAnswer(
+                -math.sin(n * _THETA_GAP),
+                f"You rotated only the key, by {n} steps. The query is rotated too; only the gap of {gap} remains.",
+            ),
+            WrongAnswer(
+                math.sin(m * _THETA_GAP),
+                f"You rotated only the query, by {m} steps. The key is rotated too, by {n}; only the gap of {gap} "
+                "remains.",
+            ),
+        ),
+        decimals=2,
+        # the query stays at 3: with θ = π/12 most pairs of positions make two mistakes meet. These keys
+        # keep every mistake at least 0.03 from the answer and the others, and give six different answers
+        # (gaps 1, 2, 4, 5, 13, 14; the sine repeats, so gaps 7, 8, 10, 11 would copy those of 5, 4, 2, 1)
+        params=(Param("n", 7, (4, 5, 7, 8, 16, 17)),),
+        make=_gap_score,
     )
 
 
@@ -159,82 +261,9 @@ CHAPTER_3 = (
         ),
         whole=True,
     ),
-    ValueExercise(
-        id="3.passes",
-        question=(
-            "A causal model (no KV cache) must (a) produce next-token predictions for all 9 positions of a "
-            "known training sequence and (b) generate 9 new tokens. How many forward passes does each need? "
-            "Answer [a, b]."
-        ),
-        expected=[1, 9],
-        explanation=(
-            "In training every input token is known, so one causal pass gives all 9 predictions at once. "
-            "In generation the next input is not known until it has been chosen, so the passes are sequential."
-        ),
-        hints=("Which inputs are known in advance in each case?",),
-        wrong_answers=(
-            WrongAnswer(
-                [9, 9],
-                "Training does not need one pass per position: the causal mask lets one pass compute every "
-                "prefix's prediction at once, each position reading only its past.",
-            ),
-            WrongAnswer(
-                [1, 1],
-                "Generation cannot run in one pass: token i+1 is an input to the next step, and it is not "
-                "known until it has been selected.",
-            ),
-            WrongAnswer([9, 1], "Swapped: training is the parallel one, generation the sequential one."),
-            WrongAnswer(
-                [1, 10],
-                "One pass too many: the pass over the prompt already predicts the first new token, and each "
-                "pass gives one more. 9 new tokens take 9 passes.",
-            ),
-        ),
-        whole=True,
-    ),
+    _passes(9, 9),
     _shifted_score(13, 16),
-    ValueExercise(
-        id="3.gap-score",
-        question=(
-            "Now q = [1, 0] and k = [0, 1], frequency π/12 radians per position, the query at position 3 "
-            "and the key at position 7. What is the score (R_m q)·(R_n k)?"
-            " Give it to 2 decimal places."
-        ),
-        expected=_GAP_SCORE,
-        explanation=(
-            "R_7 k = [-sin(7π/12), cos(7π/12)] and R_3 q = [cos(3π/12), sin(3π/12)]; their dot product is "
-            f"sin(3π/12 - 7π/12) = -sin(π/3) ≈ {_GAP_SCORE:.4f}. Only the gap 4 enters."
-        ),
-        hints=(
-            "Rotate k by the gap: qᵀ R_(n-m) k with n - m = 4 and θ = π/12. Rotating [0, 1] by α gives "
-            "[-sin α, cos α].",
-        ),  # fmt: skip
-        wrong_answers=(
-            WrongAnswer(
-                -_GAP_SCORE,
-                "The sign is flipped: you rotated by m - n instead of n - m (or turned the wrong way). "
-                "For q ≠ k the direction matters.",
-            ),
-            WrongAnswer(
-                math.cos((_KN - _QM) * _THETA_GAP),
-                "cos(gap·θ) is the score only when q = k. Here k starts a quarter turn from q.",
-            ),
-            WrongAnswer(0.0, "0 is q·k with no positions. RoPE rotates k by 4 steps relative to q first."),
-            WrongAnswer(
-                -math.sin((_KN + _QM) * _THETA_GAP),
-                "You added the angles. The transpose undoes the query's rotation: the angles subtract.",
-            ),
-            WrongAnswer(
-                -math.sin(_KN * _THETA_GAP),
-                "You rotated only the key, by 7 steps. The query is rotated too; only the gap of 4 remains.",
-            ),
-            WrongAnswer(
-                math.sin(_QM * _THETA_GAP),
-                "You rotated only the query, by 3 steps. The key is rotated too, by 7; only the gap of 4 remains.",
-            ),
-        ),
-        decimals=2,
-    ),
+    _gap_score(7),
     ValueExercise(
         id="3.permuted-outputs",
         question=(
