@@ -17,45 +17,6 @@ from lib.drawn_cases import integer, normal, sizes
 from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswer
 from lib.variants import Param
 
-# --- SwiGLU width matching a 4d MLP at d = 400, rounded up to a multiple of 8 ---------------
-_DS = 400
-_SWIGLU_EXACT = 8 * _DS / 3  # 3·d·f = 2·d·4d  ->  f = 8d/3 = 1066.67, not a whole width
-_SWIGLU_F = swiglu_hidden(_DS)  # rounded up to a multiple of 8: 1072
-
-# --- one block's weight matrices: d = 320, 8 query heads sharing 2 KV heads, SwiGLU ------------
-_BD, _BH, _BKV = 320, 8, 2
-_BF = swiglu_hidden(_BD)  # 8·320/3 = 853.3, rounded up to 856
-_BLOCK = block_weights(_BD, n_heads=_BH, n_kv_heads=_BKV, hidden=_BF, gated=True)
-_KV_WIDTH = _BKV * _BD // _BH  # h_kv · d_h = 2 · 40
-
-# --- LayerNorm by hand ---------------------------------------------------------------------
-_TOKEN = [2.0, 4.0, 6.0, 8.0]  # mean 5, deviations ±3, ±1, biased variance 5
-_MEAN = sum(_TOKEN) / 4
-_DEV = [t - _MEAN for t in _TOKEN]
-_VAR = sum(e * e for e in _DEV) / 4
-_LN = [e / math.sqrt(_VAR) for e in _DEV]
-_LN_UNBIASED = [e / math.sqrt(sum(e * e for e in _DEV) / 3) for e in _DEV]
-_RMS = [t / math.sqrt(sum(t * t for t in _TOKEN) / 4) for t in _TOKEN]
-
-# --- Blocks whose branches output zero: token [1, 3, 4, 8] --------------------------------
-_X = [1.0, 3.0, 4.0, 8.0]
-_X_NORMED = layer_norm(torch.tensor(_X)).tolist()  # what LayerNorm (weight 1, bias 0) gives
-_X_TWICE = layer_norm(layer_norm(torch.tensor(_X))).tolist()  # post-norm: Norm2(Norm1(x + 0) + 0)
-
-
-def _unbiased_norm(x: torch.Tensor) -> torch.Tensor:
-    """LayerNorm with the mistake: the variance divided by d - 1 (torch.std's default)."""
-    return (x - x.mean()) / x.std()
-
-
-_X_TWICE_UNBIASED = _unbiased_norm(_unbiased_norm(torch.tensor(_X))).tolist()
-
-
-_NOT_MIXING = (
-    "The FFN applies the same map to each token on its own: only the changed token's FFN output "
-    "moves. Mixing across positions is attention's job."
-)
-
 
 def _ffn_params(d: int, f: int) -> ValueExercise:
     """4.ffn-params with width d and hidden width f, biases included (the book: 96, 320)."""
@@ -116,120 +77,177 @@ def _residual_gradient(a1: float, a2: float) -> ValueExercise:
     )
 
 
-CHAPTER_4 = (
-    _ffn_params(96, 320),
-    ValueExercise(
+def _swiglu_width(d: int) -> ValueExercise:
+    """4.swiglu-width for a model of width d (the book: 400); d is never a multiple of 3, so 8d/3 is
+    never whole, and 8d/3 never rounds to the multiple of 8 above it."""
+    exact = 8 * d / 3  # 3·d·f = 2·d·4d  ->  f = 8d/3, not a whole width
+    width = swiglu_hidden(d)  # rounded up to a multiple of 8
+    return ValueExercise(
         id="4.swiglu-width",
         question=(
-            f"A model with d = {_DS} swaps its 4d MLP for SwiGLU with about the same number of weights "
+            f"A model with d = {d} swaps its 4d MLP for SwiGLU with about the same number of weights "
             "(ignore biases), and, as swiglu_hidden does, rounds the hidden width up to a multiple of 8. "
             "What hidden width f does the SwiGLU get?"
         ),
-        expected=_SWIGLU_F,
+        expected=width,
         explanation=(
             f"The MLP holds 2·d·4d = 8d² weights; SwiGLU holds three d×f matrices, 3df. 3df = 8d² gives "
-            f"f = 8d/3 = {_SWIGLU_EXACT:.2f}, not a whole width; the next multiple of 8 is {_SWIGLU_F}, "
-            f"which gives 3·{_DS}·{_SWIGLU_F} = {3 * _DS * _SWIGLU_F:,} weights against 8d² = {8 * _DS * _DS:,}: "
-            f"{3 * _SWIGLU_F / (8 * _DS) - 1:.1%} more."
+            f"f = 8d/3 = {exact:.2f}, not a whole width; the next multiple of 8 is {width}, "
+            f"which gives 3·{d}·{width} = {3 * d * width:,} weights against 8d² = {8 * d * d:,}: "
+            f"{3 * width / (8 * d) - 1:.1%} more."
         ),
         hints=("Set 3df = 8d², then round f up to the next multiple of 8.",),
         wrong_answers=(
             WrongAnswer(
-                round(_SWIGLU_EXACT),
+                round(exact),
                 "You rounded 8d/3 to the nearest whole number; the width is rounded up to a multiple of 8.",
             ),
-            WrongAnswer(_SWIGLU_EXACT, "8d/3 is not a whole width: round it up to a multiple of 8."),
+            WrongAnswer(exact, "8d/3 is not a whole width: round it up to a multiple of 8."),
             *(
-                WrongAnswer(round(_SWIGLU_EXACT, places), "8d/3 is not a whole width: round it up to a multiple of 8.")
+                WrongAnswer(round(exact, places), "8d/3 is not a whole width: round it up to a multiple of 8.")
                 for places in (1, 2)
             ),
             WrongAnswer(
-                _SWIGLU_F - 8, "You rounded down to a multiple of 8; swiglu_hidden rounds up (at most 7 more columns)."
+                width - 8, "You rounded down to a multiple of 8; swiglu_hidden rounds up (at most 7 more columns)."
             ),
-            WrongAnswer(4 * _DS, "4d is the MLP's width. SwiGLU has three matrices, so f must shrink to match."),
+            WrongAnswer(4 * d, "4d is the MLP's width. SwiGLU has three matrices, so f must shrink to match."),
             WrongAnswer(
-                swiglu_hidden(_DS // 2), "You matched a single d×4d matrix; the MLP has two, 8d² weights in all."
+                swiglu_hidden(d // 2), "You matched a single d×4d matrix; the MLP has two, 8d² weights in all."
             ),
-            WrongAnswer(2 * _DS, "That matches 8d² with four d×f matrices; SwiGLU has three (gate, up, down)."),
+            WrongAnswer(2 * d, "That matches 8d² with four d×f matrices; SwiGLU has three (gate, up, down)."),
         ),
         whole=True,
-    ),
-    ValueExercise(
+        params=(Param("d", 400, (200, 400, 512, 640, 1000)),),
+        make=_swiglu_width,
+    )
+
+
+def _block_weights(d: int, h: int, h_kv: int) -> ValueExercise:
+    """4.block-weights: width d, h query heads sharing h_kv KV heads, SwiGLU (the book: 320, 8, 2).
+    No d is a multiple of 3 and 8d/3 never rounds to a multiple of 8, so each rounding mistake differs."""
+    f = swiglu_hidden(d)
+    exact = 8 * d / 3
+    block = block_weights(d, n_heads=h, n_kv_heads=h_kv, hidden=f, gated=True)
+    d_h = d // h
+    kv_width = h_kv * d_h
+    return ValueExercise(
         id="4.block-weights",
         question=(
-            f"A pre-norm block has d = {_BD}, {_BH} query heads that share {_BKV} KV heads (grouped-query "
+            f"A pre-norm block has d = {d}, {h} query heads that share {h_kv} KV heads (grouped-query "
             f"attention), and a SwiGLU FFN whose width is 8d/3 rounded up to a multiple of 8. How many weights do "
             "its matrices hold (W_Q, W_K, W_V, W_O and the three SwiGLU matrices; no biases, no norms)?"
         ),
-        expected=_BLOCK.total,
+        expected=block.total,
         explanation=(
-            f"Head width d_h = {_BD}/{_BH} = {_BD // _BH}, so W_K and W_V map d to h_kv·d_h = {_KV_WIDTH}: "
-            f"attention holds 2·d² + 2·d·{_KV_WIDTH} = {_BLOCK.attention:,} (not 4d² = {4 * _BD * _BD:,}). "
-            f"SwiGLU's f = 853.3 rounds up to {_BF}: 3·d·f = {_BLOCK.ffn:,}. In all {_BLOCK.total:,}."
+            f"Head width d_h = {d}/{h} = {d_h}, so W_K and W_V map d to h_kv·d_h = {kv_width}: "
+            f"attention holds 2·d² + 2·d·{kv_width} = {block.attention:,} (not 4d² = {4 * d * d:,}). "
+            f"SwiGLU's f = {exact:.1f} rounds up to {f}: 3·d·f = {block.ffn:,}. In all {block.total:,}."
         ),
         hints=("Count each matrix as (inputs × outputs); the KV projections output h_kv·d_h features.",),
         wrong_answers=(
             WrongAnswer(
-                4 * _BD * _BD + _BLOCK.ffn,
+                4 * d * d + block.ffn,
                 "That counts 4d² for attention, as if every query head had its own KV head. Under GQA, W_K and "
-                f"W_V output only h_kv·d_h = {_KV_WIDTH} features each.",
+                f"W_V output only h_kv·d_h = {kv_width} features each.",
             ),
             WrongAnswer(
-                _BLOCK.attention + 8 * _BD * _BD,
-                f"That is 8d² for the FFN: f = 8d/3 is not a whole width; rounded up to a multiple of 8 it is {_BF}.",
+                block.attention + 8 * d * d,
+                f"That is 8d² for the FFN: f = 8d/3 is not a whole width; rounded up to a multiple of 8 it is {f}.",
             ),
             WrongAnswer(
-                2 * _BD * _BD + 2 * _BD * _BKV * _BD + _BLOCK.ffn,
-                f"W_K and W_V output h_kv heads of width d_h = {_BD // _BH}, not of width d.",
+                2 * d * d + 2 * d * h_kv * d + block.ffn,
+                f"W_K and W_V output h_kv heads of width d_h = {d_h}, not of width d.",
             ),
             WrongAnswer(
-                _BD * _BD + 2 * _BD * _KV_WIDTH + _BLOCK.ffn,
+                d * d + 2 * d * kv_width + block.ffn,
                 "You left out the output projection W_O (d × d), which maps the heads back to the stream.",
             ),
-            WrongAnswer(_BLOCK.attention + 2 * _BD * _BF, "SwiGLU has three matrices (gate, up, down), not two."),
+            WrongAnswer(block.attention + 2 * d * f, "SwiGLU has three matrices (gate, up, down), not two."),
             WrongAnswer(
-                _BLOCK.attention + 3 * _BD * math.floor(8 * _BD / 3),
-                f"You cut f = 8d/3 = 853.3 down to 853: the question rounds it up to a multiple of 8, {_BF}.",
+                block.attention + 3 * d * math.floor(exact),
+                f"You cut f = 8d/3 = {exact:.1f} down to {math.floor(exact)}: the question rounds it up to a "
+                f"multiple of 8, {f}.",
             ),
             WrongAnswer(
-                _BLOCK.attention + 3 * _BD * math.ceil(8 * _BD / 3),
-                f"You rounded f = 8d/3 = 853.3 up to a whole 854: the question rounds it up to a multiple of 8, "
-                f"{_BF} (widths that divide into 8s suit the hardware).",
+                block.attention + 3 * d * math.ceil(exact),
+                f"You rounded f = 8d/3 = {exact:.1f} up to a whole {math.ceil(exact)}: the question rounds it up to "
+                f"a multiple of 8, {f} (widths that divide into 8s suit the hardware).",
             ),
         ),
         whole=True,
-    ),
-    ValueExercise(
+        params=(Param("d", 320, (320, 448, 512, 640)), Param("h", 8, (8, 16)), Param("h_kv", 2, (2, 4))),
+        make=_block_weights,
+    )
+
+
+def _shown_token(token: tuple[float, ...]) -> str:
+    """A token as the questions write it: (2.0, 4.0, 6.0, 8.0) -> '[2, 4, 6, 8]'."""
+    return "[" + ", ".join(f"{x:g}" for x in token) + "]"
+
+
+def _layernorm_by_hand(token: tuple[float, ...]) -> ValueExercise:
+    """4.layernorm-by-hand on a token of 4 numbers with a whole mean (the book: [2, 4, 6, 8])."""
+    mean = sum(token) / 4
+    dev = [t - mean for t in token]
+    var = sum(e * e for e in dev) / 4
+    normed = [e / math.sqrt(var) for e in dev]
+    unbiased = [e / math.sqrt(sum(e * e for e in dev) / 3) for e in dev]
+    rms = [t / math.sqrt(sum(t * t for t in token) / 4) for t in token]
+    return ValueExercise(
         id="4.layernorm-by-hand",
         question=(
-            "Apply LayerNorm (weight 1, bias 0, eps negligible) to the token [2, 4, 6, 8]. What are the four outputs?"
+            f"Apply LayerNorm (weight 1, bias 0, eps negligible) to the token {_shown_token(token)}. "
+            "What are the four outputs?"
             " Give each number to 2 decimal places."
         ),
-        expected=_LN,
+        expected=normed,
         explanation=(
-            f"Mean {_MEAN:g}; deviations {[round(e) for e in _DEV]}; the variance divides by d = 4: {_VAR:g}. "
-            f"Dividing by √{_VAR:g} ≈ {math.sqrt(_VAR):.4f} gives about {[round(v, 4) for v in _LN]}."
+            f"Mean {mean:g}; deviations {[round(e) for e in dev]}; the variance divides by d = 4: {var:g}. "
+            f"Dividing by √{var:g} ≈ {math.sqrt(var):.4f} gives about {[round(v, 4) for v in normed]}."
         ),
         hints=("Subtract the mean, then divide by the square root of the mean squared deviation.",),
         wrong_answers=(
             WrongAnswer(
-                _LN_UNBIASED,
+                unbiased,
                 "You used the unbiased variance (divide by d - 1 = 3). LayerNorm divides by d = 4.",
             ),
-            WrongAnswer(_RMS, "That is RMSNorm: it rescales without subtracting the mean. LayerNorm centers first."),
-            WrongAnswer([e / _VAR for e in _DEV], "You divided by the variance; divide by its square root."),
-            WrongAnswer(_DEV, "You centered the token but did not rescale it by its standard deviation."),
+            WrongAnswer(rms, "That is RMSNorm: it rescales without subtracting the mean. LayerNorm centers first."),
+            WrongAnswer([e / var for e in dev], "You divided by the variance; divide by its square root."),
+            WrongAnswer(dev, "You centered the token but did not rescale it by its standard deviation."),
         ),
         decimals=2,
-    ),
-    ValueExercise(
+        params=(
+            Param(
+                "token",
+                (2.0, 4.0, 6.0, 8.0),
+                ((2.0, 4.0, 6.0, 8.0), (1.0, 2.0, 5.0, 8.0), (1.0, 6.0, 2.0, 3.0), (2.0, 7.0, 3.0, 8.0)),
+                shown=_shown_token,
+            ),
+        ),
+        make=_layernorm_by_hand,
+    )
+
+
+# Tokens for the zero-branch blocks: whole means, none already normalized (the book: [1, 3, 4, 8])
+_ZERO_BRANCH_TOKENS = ((1.0, 3.0, 4.0, 8.0), (2.0, 5.0, 6.0, 11.0), (3.0, 1.0, 9.0, 3.0), (6.0, 2.0, 5.0, 3.0))
+
+
+def _unbiased_norm(x: torch.Tensor) -> torch.Tensor:
+    """LayerNorm with the mistake: the variance divided by d - 1 (torch.std's default)."""
+    return (x - x.mean()) / x.std()
+
+
+def _prenorm_zero_branches(token: tuple[float, ...]) -> ValueExercise:
+    """4.prenorm-zero-branches for a lone token (the book: [1, 3, 4, 8])."""
+    x = list(token)
+    return ValueExercise(
         id="4.prenorm-zero-branches",
         question=(
             "A pre-norm block (LayerNorm, weight 1, bias 0) has all its attention and FFN weights and biases "
-            "set to zero, so both branches output zeros. What does it output for a lone token [1, 3, 4, 8]?"
+            f"set to zero, so both branches output zeros. What does it output for a lone token {_shown_token(token)}?"
             " Give each number to 2 decimal places."
         ),
-        expected=_X,
+        expected=x,
         explanation=(
             "U = X + Attention(Norm1(X)) = X + 0 and Y = U + FFN(Norm2(U)) = U: the token passes unchanged. "
             "Pre-norm normalizes what each branch reads, never the residual stream itself."
@@ -237,70 +255,122 @@ CHAPTER_4 = (
         hints=("Write U = X + Attention(Norm1(X)) and Y = U + FFN(Norm2(U)) with zero branches.",),
         wrong_answers=(
             WrongAnswer(
-                _X_NORMED,
+                layer_norm(torch.tensor(x)).tolist(),  # what LayerNorm (weight 1, bias 0) gives
                 "That is the normalized token, what post-norm's Norm(X + 0) gives. In a pre-norm block the "
                 "norm feeds the branch only; the residual stream passes unnormalized.",
             ),
             WrongAnswer([0.0] * 4, "The residual adds the input back: a zero branch leaves X, not zero."),
         ),
         decimals=2,
-    ),
-    ValueExercise(
+        params=(Param("token", _ZERO_BRANCH_TOKENS[0], _ZERO_BRANCH_TOKENS, shown=_shown_token),),
+        make=_prenorm_zero_branches,
+    )
+
+
+def _postnorm_zero_branches(token: tuple[float, ...]) -> ValueExercise:
+    """4.postnorm-zero-branches for a lone token (the book: [1, 3, 4, 8])."""
+    x = list(token)
+    mean = sum(x) / 4
+    var = sum((t - mean) ** 2 for t in x) / 4
+    normed = layer_norm(torch.tensor(x)).tolist()
+    twice = layer_norm(layer_norm(torch.tensor(x))).tolist()  # post-norm: Norm2(Norm1(x + 0) + 0)
+    twice_unbiased = _unbiased_norm(_unbiased_norm(torch.tensor(x))).tolist()
+    return ValueExercise(
         id="4.postnorm-zero-branches",
         question=(
             "Now the post-norm version of that block, U = Norm1(X + Attention(X)), Y = Norm2(U + FFN(U)), with "
-            "the same zero branches. What does it output for the token [1, 3, 4, 8]?"
+            f"the same zero branches. What does it output for the token {_shown_token(token)}?"
             " Give each number to 2 decimal places."
         ),
-        expected=_X_TWICE,
+        expected=twice,
         explanation=(
-            "X + 0 is normalized: mean 4, variance 6.5, giving about "
-            f"{[round(v, 4) for v in _X_NORMED]}. Normalizing that again changes nothing visible: "
+            f"X + 0 is normalized: mean {mean:g}, variance {var:g}, giving about "
+            f"{[round(v, 4) for v in normed]}. Normalizing that again changes nothing visible: "
             "its mean is already 0 and its variance 1. Post-norm rescales the residual stream itself."
         ),
         hints=("The norm now sits after the addition: normalize X + 0.",),
         wrong_answers=(
-            WrongAnswer(_X, "That is pre-norm's answer. Post-norm normalizes the sum X + branch, the stream itself."),
+            WrongAnswer(x, "That is pre-norm's answer. Post-norm normalizes the sum X + branch, the stream itself."),
             WrongAnswer([0.0] * 4, "The residual adds the input back before the norm: X + 0 = X, then Norm(X)."),
             WrongAnswer(
-                _X_TWICE_UNBIASED,
+                twice_unbiased,
                 "You used the unbiased variance (divide by d - 1 = 3, torch.std's default). LayerNorm divides "
                 "by d = 4.",
             ),
         ),
         decimals=2,
-    ),
-    ValueExercise(
+        params=(Param("token", _ZERO_BRANCH_TOKENS[0], _ZERO_BRANCH_TOKENS, shown=_shown_token),),
+        make=_postnorm_zero_branches,
+    )
+
+
+def _span(first: int, last: int) -> str:
+    """Positions first..last in words: '5, 6 and 7', '6 and 7', '0 to 4'."""
+    if last == first + 1:
+        return f"{first} and {last}"
+    if last == first + 2:
+        return f"{first}, {first + 1} and {last}"
+    return f"{first} to {last}"
+
+
+_NOT_MIXING = (
+    "The FFN applies the same map to each token on its own: only the changed token's FFN output "
+    "moves. Mixing across positions is attention's job."
+)
+
+
+def _what_changes(n: int, position: int) -> ValueExercise:
+    """4.what-changes: n causal tokens, the input at ``position`` changed (the book: 8, 5). At least 3
+    positions read it, and n is neither 2·position + 1 nor 2·position + 2, so no two mistakes meet."""
+    p = position
+    later = n - p  # positions p..n-1 read position p
+    return ValueExercise(
         id="4.what-changes",
         question=(
-            "A causal sequence has 8 tokens, positions 0 to 7. You change the input at position 5. "
-            "(a) Applying the FFN to these 8 inputs, how many positions' outputs change? "
+            f"A causal sequence has {n} tokens, positions 0 to {n - 1}. You change the input at position {p}. "
+            f"(a) Applying the FFN to these {n} inputs, how many positions' outputs change? "
             "(b) Through a whole causal block (attention, then FFN), how many positions' outputs change? "
             "Answer [a, b]."
         ),
-        expected=[1, 3],
+        expected=[1, later],
         explanation=(
-            "The FFN is per-token, so only position 5 moves. Causal attention lets positions 5, 6 and 7 "
-            "read position 5, so 3 outputs of the block change; positions 0 to 4 cannot see it."
+            f"The FFN is per-token, so only position {p} moves. Causal attention lets positions {_span(p, n - 1)} "
+            f"read position {p}, so {later} outputs of the block change; positions {_span(0, p - 1)} cannot see it."
         ),
-        hints=("Which positions may read position 5 under a causal mask? Does the FFN read any other position?",),
+        hints=(f"Which positions may read position {p} under a causal mask? Does the FFN read any other position?",),
         wrong_answers=(
-            WrongAnswer([3, 3], _NOT_MIXING),
-            WrongAnswer([8, 8], _NOT_MIXING + " And with a causal mask, earlier positions cannot read later ones."),
-            WrongAnswer([1, 1], "The FFN does not mix, but attention does: later positions read position 5."),
-            WrongAnswer([1, 8], "Without a mask all 8 would change; the causal mask hides position 5 from 0 to 4."),
+            WrongAnswer([later, later], _NOT_MIXING),
+            WrongAnswer([n, n], _NOT_MIXING + " And with a causal mask, earlier positions cannot read later ones."),
+            WrongAnswer([1, 1], f"The FFN does not mix, but attention does: later positions read position {p}."),
             WrongAnswer(
-                [1, 2],
-                "Positions 6 and 7 read position 5, but position 5's own output changes too: it reads itself "
-                "(and its FFN input changed). Keys j ≤ i include i.",
+                [1, n],
+                f"Without a mask all {n} would change; the causal mask hides position {p} from {_span(0, p - 1)}.",
             ),
             WrongAnswer(
-                [1, 6],
-                "Flipped direction: a causal query reads the past, so positions 5..7 read position 5, not 0..5.",
+                [1, later - 1],
+                f"Positions {_span(p + 1, n - 1)} read position {p}, but position {p}'s own output changes too: "
+                "it reads itself (and its FFN input changed). Keys j ≤ i include i.",
+            ),
+            WrongAnswer(
+                [1, p + 1],
+                f"Flipped direction: a causal query reads the past, so positions {p}..{n - 1} read position {p}, "
+                f"not 0..{p}.",
             ),
         ),
         whole=True,
-    ),
+        params=(Param("n", 8, (8, 13, 16)), Param("position", 5, (2, 4, 5))),
+        make=_what_changes,
+    )
+
+
+CHAPTER_4 = (
+    _ffn_params(96, 320),
+    _swiglu_width(400),
+    _block_weights(320, 8, 2),
+    _layernorm_by_hand((2.0, 4.0, 6.0, 8.0)),
+    _prenorm_zero_branches((1.0, 3.0, 4.0, 8.0)),
+    _postnorm_zero_branches((1.0, 3.0, 4.0, 8.0)),
+    _what_changes(8, 5),
     _residual_gradient(0.5, -0.8),
 )
 

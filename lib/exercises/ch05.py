@@ -20,61 +20,6 @@ from lib.variants import Param
 INF = float("inf")
 
 
-# --- 5.total-doubling: d = 2048, f = 4d, N = 6144 -> 12288 --------------------------------
-# N = 3d: a ratio N/d the chapter never prints (it shows N/d = 2, 4, 8 ...), so its x2.50 and
-# x2.80 do not answer this. Each mistake below gives its own factor.
-_TD, _TN = 2048, 6144
-_SMALL, _LARGE = layer_flops(_TN, _TD), layer_flops(2 * _TN, _TD)
-_TOTAL_FACTOR = _LARGE.total / _SMALL.total  # pairwise is a third of the work at N = 3d: 8/3
-_SHARE = _SMALL.pairwise / _SMALL.total
-_NO_FFN = layer_flops(2 * _TN, _TD, ffn_width=0).total / layer_flops(_TN, _TD, ffn_width=0).total  # 3.2
-
-
-def _scores_only_total(n: int) -> int:
-    """The layer's FLOPs with AV forgotten: QKᵀ, the projections and the FFN only."""
-    flops = layer_flops(n, _TD)
-    return flops.scores + flops.linear
-
-
-_NO_AV = _scores_only_total(2 * _TN) / _scores_only_total(_TN)  # 2.4
-
-# --- 5.raised-max: state (m, l) = (2, 1.5), next block [1, 4] ------------------------------
-_M_OLD, _L_OLD, _BLOCK = 2.0, 1.5, (1.0, 4.0)
-_M_NEW = max(_M_OLD, *_BLOCK)
-_BLOCK_SUM = sum(math.exp(x - _M_NEW) for x in _BLOCK)  # e^-3 + 1
-_L_NEW = _L_OLD * math.exp(_M_OLD - _M_NEW) + _BLOCK_SUM  # ≈ 1.2528
-
-# --- 5.causal-tiles: N = 1024, 64 x 64 tiles -----------------------------------------------
-_BLOCKS = 1024 // 64
-_CAUSAL_TILES = _BLOCKS * (_BLOCKS + 1) // 2  # query block i visits i unmasked tiles and 1 diagonal: 136
-
-
-# --- 5.global-edges: N = 16, |i - j| < 3, g = 2 global tokens -----------------------------
-_GN, _GW, _GG = 16, 3, 2
-_BAND = global_local_pairs(_GN, _GW, 0)  # the band alone: 74
-_GLOBAL_EDGES = global_local_pairs(_GN, _GW, _GG)  # 124
-_GLOBAL_CROSS = 2 * _GG * _GN - _GG**2  # pairs in the global rows and columns: 60
-_OVERLAP = _BAND + _GLOBAL_CROSS - _GLOBAL_EDGES  # of those, already in the band: 10
-
-# --- 5.accumulator: m = 1, l = 2, acc = [3, -1]; next tile scores [2, 0] on values [1, 0], [0, 2] ---
-_AM, _AL, _AACC = 1.0, 2.0, (3.0, -1.0)
-_ASCORES, _AVALUES = (2.0, 0.0), ((1.0, 0.0), (0.0, 2.0))
-_AM_NEW = max(_AM, *_ASCORES)
-
-
-def _acc_update(*, rescale: bool = True, inverted: bool = False, shift: float = _AM_NEW) -> list[float]:
-    """acc after the tile; the keywords reproduce the known mistakes."""
-    factor = math.exp(_AM_NEW - _AM) if inverted else math.exp(_AM - _AM_NEW) if rescale else 1.0
-    return [
-        _AACC[i] * factor + sum(math.exp(s - shift) * v[i] for s, v in zip(_ASCORES, _AVALUES, strict=True))
-        for i in range(2)
-    ]
-
-
-_ACC_NEW = _acc_update()  # [3/e + 1, -1/e + 2/e²] ≈ [2.1036, -0.0972]
-_AL_NEW = _AL * math.exp(_AM - _AM_NEW) + sum(math.exp(s - _AM_NEW) for s in _ASCORES)
-
-
 def _score_mib(b: int, h: int, n: int) -> ValueExercise:
     """5.score-mib for a batch of b sequences, h heads, n tokens, float32 (the book: 3, 16, 2048)."""
     mib = score_matrix_bytes(n, heads=h, batch=b, bytes_per_element=4) / MIB
@@ -148,71 +93,259 @@ def _window_edges(n: int, w: int) -> ValueExercise:
     )
 
 
-CHAPTER_5 = (
-    _score_mib(3, 16, 2048),
-    ValueExercise(
+def _total_doubling(d: int, n: int) -> ValueExercise:
+    """5.total-doubling: width d, f = 4d, N going from n to 2n (the book: 2048, 6144, N = 3d).
+
+    No choice gives N/d = 2, 4 or 8, the ratios the chapter prints (its x2.50, x2.80, x3.14 do not
+    answer this), nor N = 6d (the total x3, the averaged mistake) or N = 12d (where forgetting AV gives
+    x3): each mistake below gives its own factor."""
+    small, large = layer_flops(n, d), layer_flops(2 * n, d)
+    factor = large.total / small.total
+    share = small.pairwise / small.total
+    no_ffn = layer_flops(2 * n, d, ffn_width=0).total / layer_flops(n, d, ffn_width=0).total
+
+    def scores_only_total(tokens: int) -> int:
+        """The layer's FLOPs with AV forgotten: QKᵀ, the projections and the FFN only."""
+        flops = layer_flops(tokens, d)
+        return flops.scores + flops.linear
+
+    no_av = scores_only_total(2 * n) / scores_only_total(n)
+    return ValueExercise(
         id="5.total-doubling",
         question=(
-            f"A layer has d = {_TD}, an FFN of width 4d, and dense attention. N goes from {_TN} to {2 * _TN}. "
+            f"A layer has d = {d}, an FFN of width 4d, and dense attention. N goes from {n} to {2 * n}. "
             "By what factor do its modeled FLOPs (QKᵀ, AV, four projections, FFN) grow?"
             " Give it to 2 decimal places."
         ),
-        expected=_TOTAL_FACTOR,
+        expected=factor,
         explanation=(
-            f"At N = {_TN} the pairwise terms (4N²d) are {_SHARE:.0%} of the total and the linear ones (24Nd²) "
-            f"{1 - _SHARE:.0%}: their ratio is 4N : 24d = N : 6d. Doubling N multiplies the first by 4 and the "
-            f"second by 2: {_SHARE:.3f}·4 + {1 - _SHARE:.3f}·2 = {_TOTAL_FACTOR:.2f}. The total need not quadruple."
+            f"At N = {n} the pairwise terms (4N²d) are {share:.0%} of the total and the linear ones (24Nd²) "
+            f"{1 - share:.0%}: their ratio is 4N : 24d = N : 6d. Doubling N multiplies the first by 4 and the "
+            f"second by 2: {share:.3f}·4 + {1 - share:.3f}·2 = {factor:.2f}. The total need not quadruple."
         ),
-        hints=(f"Split the FLOPs into the N²d terms and the Nd² terms; compare their sizes at N = {_TN} first.",),
+        hints=(f"Split the FLOPs into the N²d terms and the Nd² terms; compare their sizes at N = {n} first.",),
         wrong_answers=(
             WrongAnswer(4.0, "Only the pairwise terms quadruple; projections and the FFN just double."),
             WrongAnswer(2.0, "The attention scores and AV grow with N², so they quadruple: the total grows by more."),
-            WrongAnswer(3.0, f"You averaged 4 and 2; weight each by its share of the FLOPs at N = {_TN}."),
+            WrongAnswer(3.0, f"You averaged 4 and 2; weight each by its share of the FLOPs at N = {n}."),
             WrongAnswer(
-                _NO_FFN,
+                no_ffn,
                 "You left out the FFN (16Nd²): it is the largest term that grows only linearly in N.",
             ),
             WrongAnswer(
-                _NO_AV,
+                no_av,
                 "You counted QKᵀ but not AV: the weighted sum of values is a second 2N²d product.",
             ),
         ),
         decimals=2,
-    ),
-    ValueExercise(
+        params=(Param("d", 2048, (2048, 2560, 4096)), Param("n", 6144, (6144, 14336, 18432))),
+        make=_total_doubling,
+    )
+
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def _exp_term(power: float) -> str:
+    """e to a whole power, as the explanations write it: -2 -> 'e⁻²'."""
+    return "e" + str(round(power)).translate(_SUPERSCRIPT)
+
+
+def _shown_list(values: tuple[float, ...]) -> str:
+    """A tuple of scores as the questions write it: (1.0, 4.0) -> '[1.0, 4.0]'."""
+    return str(list(values))
+
+
+def _shown_number(x: float) -> str:
+    return f"{x:g}"
+
+
+def _raised_max(m: float, l: float, block: tuple[float, ...]) -> ValueExercise:
+    """5.raised-max: state (m, l), next block of whole scores whose max is above m (the book: 2, 1.5, [1, 4])."""
+    m_new = max(m, *block)
+    block_sum = sum(math.exp(x - m_new) for x in block)
+    l_new = l * math.exp(m - m_new) + block_sum
+    terms = " + ".join(_exp_term(x - m_new) for x in block)
+    return ValueExercise(
         id="5.raised-max",
         question=(
-            f"An online softmax row has m = {_M_OLD:g} and l = {_L_OLD:g}. The next block of scores is "
-            f"{list(_BLOCK)}. What are [m, l] after the block?"
+            f"An online softmax row has m = {m:g} and l = {l:g}. The next block of scores is "
+            f"{list(block)}. What are [m, l] after the block?"
             " Give each number to 3 decimal places."
         ),
-        expected=[_M_NEW, _L_NEW],
+        expected=[m_new, l_new],
         explanation=(
-            f"The block raises the max to {_M_NEW:g}. The old sum was taken against exp(x - {_M_OLD:g}), so it is "
-            f"rescaled by exp({_M_OLD:g} - {_M_NEW:g}): {_L_OLD:g}·e⁻² + e⁻³ + e⁰ ≈ {_L_NEW:.4f}."
+            f"The block raises the max to {m_new:g}. The old sum was taken against exp(x - {m:g}), so it is "
+            f"rescaled by exp({m:g} - {m_new:g}): {l:g}·{_exp_term(m - m_new)} + {terms} ≈ {l_new:.4f}."
         ),
         hints=("New m = max(old m, block max). Multiply the old l by exp(m_old − m_new), then add the block's terms.",),
         wrong_answers=(
             WrongAnswer(
-                [_M_NEW, _L_OLD + _BLOCK_SUM],
-                "You added the block without rescaling the old sum: it was computed against m = 2, and must be "
-                "multiplied by exp(2 − 4) before it can be added to terms taken against m = 4.",
+                [m_new, l + block_sum],
+                f"You added the block without rescaling the old sum: it was computed against m = {m:g}, and must be "
+                f"multiplied by exp({m:g} − {m_new:g}) before it can be added to terms taken against m = {m_new:g}.",
             ),
             WrongAnswer(
-                [_M_NEW, _L_OLD * math.exp(_M_NEW - _M_OLD) + _BLOCK_SUM],
+                [m_new, l * math.exp(m_new - m) + block_sum],
                 "The rescale factor is upside down: it is exp(m_old − m_new) ≤ 1, which shrinks the old sum.",
             ),
             WrongAnswer(
-                [_M_NEW, _BLOCK_SUM],
+                [m_new, block_sum],
                 "That is the block's sum alone: the state keeps everything seen so far, so add the rescaled old l.",
             ),
             WrongAnswer(
-                [_M_OLD, _L_OLD + sum(math.exp(x - _M_OLD) for x in _BLOCK)],
-                "You kept m = 2 although the block holds a 4: m is the running maximum and must be raised.",
+                [m, l + sum(math.exp(x - m) for x in block)],
+                f"You kept m = {m:g} although the block holds a {m_new:g}: m is the running maximum and must be "
+                "raised.",
             ),
         ),
         decimals=3,
-    ),
+        params=(
+            Param("m", 2.0, (1.0, 2.0, 3.0), shown=_shown_number),
+            Param("l", 1.5, (1.5, 2.5, 3.0), shown=_shown_number),
+            Param("block", (1.0, 4.0), ((1.0, 4.0), (5.0, 0.0), (2.0, 6.0)), shown=_shown_list),
+        ),
+        make=_raised_max,
+    )
+
+
+def _causal_tiles(n: int, tile: int) -> ValueExercise:
+    """5.causal-tiles: N = n in tile × tile tiles (the book: 1024, 64)."""
+    blocks = n // tile
+    visited = blocks * (blocks + 1) // 2  # query block i visits i unmasked tiles and 1 diagonal
+    return ValueExercise(
+        id="5.causal-tiles",
+        question=(
+            f"Causal self-attention with N = {n} runs in {tile}×{tile} tiles ({tile} queries by {tile} keys). "
+            "The loop skips every tile wholly in the future. How many tiles does it visit?"
+        ),
+        expected=visited,
+        explanation=(
+            f"There are {blocks} query blocks; block i (from 0) visits i tiles below the diagonal and 1 on it: "
+            f"1 + 2 + … + {blocks} = {visited}, a little over half of the {blocks**2} dense tiles."
+        ),
+        hints=("Count the tiles row of tiles by row of tiles: the first query block reads one tile, the next two, …",),
+        wrong_answers=(
+            WrongAnswer(blocks**2, "That is every tile: the tiles above the diagonal are in the future and skipped."),
+            WrongAnswer(blocks**2 // 2, "Exactly half leaves out the diagonal: those tiles are half readable."),
+            WrongAnswer(
+                blocks * (blocks - 1) // 2,
+                "You left out the diagonal tiles. Each query reads its own key, so the diagonal must be visited.",
+            ),
+            WrongAnswer(causal_pairs(n), f"That counts query-key pairs, not {tile}×{tile} tiles."),
+        ),
+        whole=True,
+        params=(Param("n", 1024, (512, 1024, 2048, 4096)), Param("tile", 64, (32, 64, 128))),
+        make=_causal_tiles,
+    )
+
+
+def _global_edges(n: int, w: int, g: int) -> ValueExercise:
+    """5.global-edges: n tokens, a band |i - j| < w, the first g tokens global (the book: 16, 3, 2)."""
+    band = global_local_pairs(n, w, 0)  # the band alone
+    edges = global_local_pairs(n, w, g)
+    cross = 2 * g * n - g**2  # pairs in the global rows and columns
+    overlap = band + cross - edges  # of those, already in the band
+    return ValueExercise(
+        id="5.global-edges",
+        question=(
+            f"A sparse pattern on N = {n} tokens: every query reads the keys with |i − j| < {w} (a two-sided "
+            f"band), and the first {g} tokens are global: they read every key and every query reads them. "
+            "How many query-key pairs are allowed?"
+        ),
+        expected=edges,
+        explanation=(
+            f"The band alone has {band} pairs. The global rows and columns hold 2·g·N − g² = {cross} "
+            f"pairs, {overlap} of which are already in the band: {band} + {cross} − {overlap} = "
+            f"{edges}. Sparse patterns cost what their actual edges cost, plus the kernel's overhead."
+        ),
+        hints=("Count the band, then the global rows and columns, then subtract every pair you counted twice.",),
+        wrong_answers=(
+            WrongAnswer(band, "That is the band alone: the global tokens' rows and columns add pairs."),
+            WrongAnswer(
+                band + 2 * g * n - g**2,
+                "You counted the pairs where the band and the global rows/columns overlap twice.",
+            ),
+            WrongAnswer(
+                band + 2 * g * n,
+                "You counted the global block (global to global) and the band's overlap twice.",
+            ),
+            WrongAnswer(n * n, "That is dense attention."),
+        ),
+        whole=True,
+        params=(Param("n", 16, (16, 20, 24)), Param("w", 3, (2, 3, 4)), Param("g", 2, (2, 3, 4))),
+        make=_global_edges,
+    )
+
+
+_AVALUES = ((1.0, 0.0), (0.0, 2.0))  # the tile's values, the same in every variant
+
+
+def _accumulator(m: float, l: float, acc: tuple[float, ...], scores: tuple[float, ...]) -> ValueExercise:
+    """5.accumulator: the row's state (m, l, acc) and the next tile's scores on fixed values, a tile whose
+    max is above m (the book: 1, 2, [3, -1], [2, 0])."""
+    m_new = max(m, *scores)
+
+    def update(*, rescale: bool = True, inverted: bool = False, shift: float = m_new) -> list[float]:
+        """acc after the tile; the keywords reproduce the known mistakes."""
+        factor = math.exp(m_new - m) if inverted else math.exp(m - m_new) if rescale else 1.0
+        return [
+            acc[i] * factor + sum(math.exp(s - shift) * v[i] for s, v in zip(scores, _AVALUES, strict=True))
+            for i in range(2)
+        ]
+
+    acc_new = update()
+    l_new = l * math.exp(m - m_new) + sum(math.exp(s - m_new) for s in scores)
+    return ValueExercise(
+        id="5.accumulator",
+        question=(
+            f"One query row of tiled attention holds m = {m:g}, l = {l:g} and the value accumulator "
+            f"acc = {list(acc)} (the sum of exp(s − m)·v so far, not yet divided by l). The next tile has "
+            f"scores {list(scores)} for the values {[list(v) for v in _AVALUES]}. What is acc after the tile? "
+            "Give each number to 3 decimal places."
+        ),
+        expected=acc_new,
+        explanation=(
+            f"The tile raises m to {m_new:g}, so the old acc, taken against m = {m:g}, is rescaled by "
+            f"exp({m:g} − {m_new:g}) = {math.exp(m - m_new):.4f} before the tile's terms "
+            f"exp(s − {m_new:g})·v "
+            f"are added: {[round(x, 4) for x in acc_new]}. l gets the same rescale, and the output, acc / l, "
+            "is divided only once, after the last tile."
+        ),
+        hints=("m_new = max(m, max(scores)); acc_new = acc·exp(m − m_new) + Σ exp(s_j − m_new)·v_j.",),
+        wrong_answers=(
+            WrongAnswer(
+                update(rescale=False), "You added the tile without rescaling acc: multiply it by exp(m − m_new)."
+            ),
+            WrongAnswer(
+                update(inverted=True),
+                "The rescale factor is exp(m_old − m_new), at most 1; you multiplied by its inverse.",
+            ),
+            WrongAnswer(
+                update(shift=m),
+                "You took the tile's exponentials against the old m; every term of acc must use the new one, "
+                "and the old acc must be rescaled to it.",
+            ),
+            WrongAnswer(
+                [x / l_new for x in acc_new],
+                "That is acc / l, the output after this tile. acc itself stays unnormalized until the last tile.",
+            ),
+        ),
+        decimals=3,
+        params=(
+            Param("m", 1.0, (0.0, 1.0, 1.5), shown=_shown_number),
+            Param("l", 2.0, (1.5, 2.0, 3.0), shown=_shown_number),
+            Param("acc", (3.0, -1.0), ((3.0, -1.0), (2.0, 1.0), (-1.0, 4.0)), shown=_shown_list),
+            Param("scores", (2.0, 0.0), ((2.0, 0.0), (0.0, 3.0), (2.5, 1.0)), shown=_shown_list),
+        ),
+        make=_accumulator,
+    )
+
+
+CHAPTER_5 = (
+    _score_mib(3, 16, 2048),
+    _total_doubling(2048, 6144),
+    _raised_max(2.0, 1.5, (1.0, 4.0)),
     ValueExercise(
         id="5.is-flash-exact",
         question=(
@@ -247,95 +380,10 @@ CHAPTER_5 = (
         ),
         whole=True,
     ),
-    ValueExercise(
-        id="5.causal-tiles",
-        question=(
-            "Causal self-attention with N = 1024 runs in 64×64 tiles (64 queries by 64 keys). The loop skips every "
-            "tile wholly in the future. How many tiles does it visit?"
-        ),
-        expected=_CAUSAL_TILES,
-        explanation=(
-            f"There are {_BLOCKS} query blocks; block i (from 0) visits i tiles below the diagonal and 1 on it: "
-            f"1 + 2 + … + {_BLOCKS} = {_CAUSAL_TILES}, a little over half of the {_BLOCKS**2} dense tiles."
-        ),
-        hints=("Count the tiles row of tiles by row of tiles: the first query block reads one tile, the next two, …",),
-        wrong_answers=(
-            WrongAnswer(_BLOCKS**2, "That is every tile: the tiles above the diagonal are in the future and skipped."),
-            WrongAnswer(_BLOCKS**2 // 2, "Exactly half leaves out the diagonal: those tiles are half readable."),
-            WrongAnswer(
-                _BLOCKS * (_BLOCKS - 1) // 2,
-                "You left out the diagonal tiles. Each query reads its own key, so the diagonal must be visited.",
-            ),
-            WrongAnswer(causal_pairs(1024), "That counts query-key pairs, not 64×64 tiles."),
-        ),
-        whole=True,
-    ),
+    _causal_tiles(1024, 64),
     _window_edges(12, 4),
-    ValueExercise(
-        id="5.global-edges",
-        question=(
-            f"A sparse pattern on N = {_GN} tokens: every query reads the keys with |i − j| < {_GW} (a two-sided "
-            f"band), and the first {_GG} tokens are global: they read every key and every query reads them. "
-            "How many query-key pairs are allowed?"
-        ),
-        expected=_GLOBAL_EDGES,
-        explanation=(
-            f"The band alone has {_BAND} pairs. The global rows and columns hold 2·g·N − g² = {_GLOBAL_CROSS} "
-            f"pairs, {_OVERLAP} of which are already in the band: {_BAND} + {_GLOBAL_CROSS} − {_OVERLAP} = "
-            f"{_GLOBAL_EDGES}. Sparse patterns cost what their actual edges cost, plus the kernel's overhead."
-        ),
-        hints=("Count the band, then the global rows and columns, then subtract every pair you counted twice.",),
-        wrong_answers=(
-            WrongAnswer(_BAND, "That is the band alone: the global tokens' rows and columns add pairs."),
-            WrongAnswer(
-                _BAND + 2 * _GG * _GN - _GG**2,
-                "You counted the pairs where the band and the global rows/columns overlap twice.",
-            ),
-            WrongAnswer(
-                _BAND + 2 * _GG * _GN,
-                "You counted the global block (global to global) and the band's overlap twice.",
-            ),
-            WrongAnswer(_GN * _GN, "That is dense attention."),
-        ),
-        whole=True,
-    ),
-    ValueExercise(
-        id="5.accumulator",
-        question=(
-            f"One query row of tiled attention holds m = {_AM:g}, l = {_AL:g} and the value accumulator "
-            f"acc = {list(_AACC)} (the sum of exp(s − m)·v so far, not yet divided by l). The next tile has "
-            f"scores {list(_ASCORES)} for the values {[list(v) for v in _AVALUES]}. What is acc after the tile? "
-            "Give each number to 3 decimal places."
-        ),
-        expected=_ACC_NEW,
-        explanation=(
-            f"The tile raises m to {_AM_NEW:g}, so the old acc, taken against m = {_AM:g}, is rescaled by "
-            f"exp({_AM:g} − {_AM_NEW:g}) = {math.exp(_AM - _AM_NEW):.4f} before the tile's terms "
-            f"exp(s − {_AM_NEW:g})·v "
-            f"are added: {[round(x, 4) for x in _ACC_NEW]}. l gets the same rescale, and the output, acc / l, "
-            "is divided only once, after the last tile."
-        ),
-        hints=("m_new = max(m, max(scores)); acc_new = acc·exp(m − m_new) + Σ exp(s_j − m_new)·v_j.",),
-        wrong_answers=(
-            WrongAnswer(
-                _acc_update(rescale=False), "You added the tile without rescaling acc: multiply it by exp(m − m_new)."
-            ),
-            WrongAnswer(
-                _acc_update(inverted=True),
-                "The rescale factor is exp(m_old − m_new), at most 1; you multiplied by its inverse.",
-            ),
-            WrongAnswer(
-                _acc_update(shift=_AM),
-                "You took the tile's exponentials against the old m; every term of acc must use the new one, "
-                "and the old acc must be rescaled to it.",
-            ),
-            WrongAnswer(
-                [x / _AL_NEW for x in _ACC_NEW],
-                "That is acc / l, the output after this tile. acc itself stays unnormalized until the last tile.",
-            ),
-        ),
-        decimals=3,
-    ),
+    _global_edges(16, 3, 2),
+    _accumulator(1.0, 2.0, (3.0, -1.0), (2.0, 0.0)),
 )
 
 
