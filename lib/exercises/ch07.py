@@ -33,22 +33,101 @@ def _unweighted_merge(chunk_counts: dict[str, int]) -> list[int]:
     return next_merge(dict.fromkeys(chunk_counts, 1))
 
 
+def _next_merge(hug: int, pug: int, pun: int, bun: int, hugs: int) -> ValueExercise:
+    """7.next-merge from chunks with these counts (the book: hug 4, pug 3, pun 12, bun 5, hugs 2).
+
+    Every choice keeps the two pairs that pun shares, (p, u) with pug and (u, n) with bun, far above
+    the rest, and never tied: the answer is the likelier of the two, the named mistake the other."""
+    chunk_counts = {"hug": hug, "pug": pug, "pun": pun, "bun": bun, "hugs": hugs}
+    answer = next_merge(chunk_counts)
+    counted = {"un": pun + bun, "pu": pug + pun, "ug": hug + pug + hugs, "hu": hug + hugs, "bu": bun, "gs": hugs}
+    ranked = sorted(counted, key=lambda pair: -counted[pair])  # ties keep the order written above
+    shares = {"un": f" (pun {pun} + bun {bun})", "pu": f" (pug {pug} + pun {pun})"}
+    winner, runner_up = ("un", "pu") if counted["un"] > counted["pu"] else ("pu", "un")
+    listed = ", ".join(f"{pair} {counted[pair]}" + (shares[pair] if pair == winner else "") for pair in ranked)
+    if winner == "un":
+        close_call = (
+            f"(p, u) occurs {counted['pu']} times, but (u, n) occurs in both pun and bun: {counted['un']} times."
+        )
+    else:
+        close_call = (
+            f"(u, n) occurs {counted['un']} times, but (p, u) occurs in both pug and pun: {counted['pu']} times."
+        )
+    first, second = winner
+    return ValueExercise(
+        id="7.next-merge",
+        question=(
+            f"A pre-split gave these chunks, with how often each occurs: hug ×{hug}, pug ×{pug}, pun ×{pun}, "
+            f"bun ×{bun}, hugs ×{hugs}. Which pair does BPE merge first? Answer with the two characters' byte "
+            "values, as two numbers: for the pair (h, u) you would type 104, 117 (in Python, ord('h') and ord('u'))."
+        ),
+        expected=answer,
+        explanation=f"Pair counts weighted by chunk counts: {listed}.",
+        hints=("Count every adjacent pair inside each chunk, times how often the chunk occurs.",),
+        wrong_answers=(
+            WrongAnswer(
+                _unweighted_merge(chunk_counts),
+                f"You counted each distinct chunk once. A chunk that occurs {pun} times adds {pun} to each of its "
+                "pairs.",
+            ),
+            WrongAnswer([ord(c) for c in runner_up], close_call),
+            WrongAnswer(
+                answer[::-1],
+                "That is the right pair, reversed: a pair is read in the order its characters occur, the "
+                f"first one first ({first} before {second} in pun).",
+            ),
+        ),
+        whole=True,
+        params=(
+            Param("hug", 4, (3, 4, 5)),
+            Param("pug", 3, (3, 6, 8)),
+            Param("pun", 12, (12, 15, 20)),
+            Param("bun", 5, (5, 7)),
+            Param("hugs", 2, (1, 2, 3)),
+        ),
+        make=_next_merge,
+    )
+
+
 # --- 7.encode-word: merges in the order learned ---------------------------------------
-MERGES = [("w", "e"), ("l", "o"), ("e", "r"), ("o", "w"), ("lo", "w"), ("we", "r")]  # ids 256, 257, ...
+# A merge order is written as the merged tokens in the order learned (ids 256, 257, ...). Every order a
+# variant may draw learns (w, e) first, so that it takes the e of 'lower' from (e, r) and the w from
+# (o, w) and (lo, w), and learns (l, o) before (lo, w) and (we, r): the word always ends as lo wer.
+PIECES = {
+    "we": ("w", "e"),
+    "lo": ("l", "o"),
+    "er": ("e", "r"),
+    "ow": ("o", "w"),
+    "low": ("lo", "w"),
+    "wer": ("we", "r"),
+}
+MERGE_ORDER = "we lo er ow low wer"  # the book's: (w, e) → 256, (l, o) → 257, ...
+MERGE_ORDERS = ("we lo er ow low wer", "we er lo ow wer low", "we lo wer er low ow", "we ow er lo wer low",
+                "we er ow lo low wer")  # fmt: skip
+MERGES = [PIECES[token] for token in MERGE_ORDER.split()]  # ids 256, 257, ...
 WORD = "lower"
 
 
-def _merge_table() -> tuple[dict[tuple[int, int], int], dict[str, int]]:
+def _merges(order: str) -> list[tuple[str, str]]:
+    return [PIECES[token] for token in order.split()]
+
+
+def _listing(order: str) -> str:
+    """The question's way of writing a merge order: (w, e) → 256, (l, o) → 257, ..."""
+    return ", ".join(f"({a}, {b}) → {new_id}" for new_id, (a, b) in enumerate(_merges(order), start=256))
+
+
+def _merge_table(merges: list[tuple[str, str]]) -> tuple[dict[tuple[int, int], int], dict[str, int]]:
     ids = {chr(b): b for b in range(128)}
     table = {}
-    for new_id, (a, b) in enumerate(MERGES, start=256):
+    for new_id, (a, b) in enumerate(merges, start=256):
         table[(ids[a], ids[b])] = new_id
         ids[a + b] = new_id
     return table, ids
 
 
-def encode_word(word: str) -> list[int]:
-    table, _ = _merge_table()
+def encode_word(word: str, merges: list[tuple[str, str]] = MERGES) -> list[int]:
+    table, _ = _merge_table(merges)
     return bpe_merge_simple(list(word.encode()), table)
 
 
@@ -57,9 +136,9 @@ def _summary(ids: list[int]) -> list[int]:
     return [len(ids), ids[0], ids[-1]]
 
 
-def _one_merge_early(word: str) -> list[int]:
+def _one_merge_early(word: str, merges: list[tuple[str, str]] = MERGES) -> list[int]:
     """The mistake: stop before the last merge that applies ((we, r) here)."""
-    table, _ = _merge_table()
+    table, _ = _merge_table(merges)
     ids = list(word.encode())
     applied = []
     while True:
@@ -72,9 +151,9 @@ def _one_merge_early(word: str) -> list[int]:
     return applied[-1] if applied else ids
 
 
-def _leftmost_first(word: str) -> list[int]:
+def _leftmost_first(word: str, merges: list[tuple[str, str]] = MERGES) -> list[int]:
     """The mistake: merge the leftmost pair that has any merge, ignoring the order learned."""
-    table, _ = _merge_table()
+    table, _ = _merge_table(merges)
     ids = list(word.encode())
     while True:
         for i, pair in enumerate(pairwise(ids)):
@@ -83,6 +162,54 @@ def _leftmost_first(word: str) -> list[int]:
                 break
         else:
             return ids
+
+
+def _encode_word(order: str) -> ValueExercise:
+    """7.encode-word with the merges learned in this order (the book: MERGE_ORDER)."""
+    merges = _merges(order)
+    _, token = _merge_table(merges)
+    lo, er, wer = token["lo"], token["er"], token["wer"]
+    return ValueExercise(
+        id="7.encode-word",
+        question=(
+            f"Merges learned in this order: {_listing(order)}. BPE encodes the word 'lower'. Answer "
+            "[number of tokens, first id, last id]."
+        ),
+        expected=_summary(encode_word(WORD, merges)),
+        explanation=(
+            "Merges apply in the order they were learned: (w, e) first gives l o we r; then (l, o) gives "
+            f"lo we r; then (we, r) gives lo wer: [{lo}, {wer}], so [2, {lo}, {wer}]. (lo, w) never applies: w was "
+            "taken by we."
+        ),
+        hints=("At each step, merge the adjacent pair whose merge was learned earliest (the lowest id).",),
+        wrong_answers=(
+            WrongAnswer(
+                _summary(_leftmost_first(WORD, merges)),
+                "You merged from left to right (or took the longest token that fits). BPE replays merges "
+                "in the order learned, whatever their place in the word: (w, e) comes first here.",
+            ),
+            WrongAnswer(
+                _summary(_one_merge_early(WORD, merges)),
+                f"You stopped one merge early, at lo we r: (we, r) → {wer} is learned, so it applies too.",
+            ),
+            WrongAnswer(
+                [4, ord("l"), ord("r")],
+                "You applied only the first merge (l o we r); keep going while any learned pair is adjacent.",
+            ),
+            WrongAnswer(
+                [3, lo, er],
+                "You merged (e, r) before (w, e), giving lo w er. (w, e) → 256 was learned first, so it takes "
+                "the e, and (e, r) never applies.",
+            ),
+            WrongAnswer(
+                [2, lo, er],
+                f"Two tokens, lo and wer, is right, but {er} is er. wer is (we, r) → {wer}.",
+            ),
+        ),
+        whole=True,
+        params=(Param("order", MERGE_ORDER, MERGE_ORDERS, shown=_listing),),
+        make=_encode_word,
+    )
 
 
 # --- 7.viterbi: a small unigram lattice -------------------------------------------------
@@ -100,26 +227,136 @@ LATTICE_SCORES = {
 LATTICE_WORD = "abcd"
 
 
-def _splits(text: str):
+def _splits(text: str, scores: dict[str, float] = LATTICE_SCORES):
     if not text:
         yield []
         return
     for cut in range(1, len(text) + 1):
-        if text[:cut] in LATTICE_SCORES:
-            for rest in _splits(text[cut:]):
+        if text[:cut] in scores:
+            for rest in _splits(text[cut:], scores):
                 yield [text[:cut], *rest]
 
 
-def _score(split: list[str]) -> float:
-    return sum(LATTICE_SCORES[piece] for piece in split)
+def _score(split: list[str], scores: dict[str, float] = LATTICE_SCORES) -> float:
+    return sum(scores[piece] for piece in split)
 
 
-_ALL_SPLITS = list(_splits(LATTICE_WORD))
-_BEST = max(_score(s) for s in _ALL_SPLITS)
-_FORWARD = math.log(sum(math.exp(_score(s)) for s in _ALL_SPLITS))
+def _greedy(text: str, scores: dict[str, float], pick) -> list[str]:
+    """The split that takes, at each place, the piece ``pick`` prefers among those that start there."""
+    split = []
+    while text:
+        piece = max((text[:cut] for cut in range(1, len(text) + 1) if text[:cut] in scores), key=pick)
+        split.append(piece)
+        text = text[len(piece) :]
+    return split
+
+
+def _minus(x: float) -> str:
+    """A score as the question writes it: −4, −2.5 (a minus sign, not a hyphen)."""
+    return f"{x:g}".replace("-", "−")
+
+
+def _viterbi(ab: float, cd: float, abc: float, bcd: float) -> ValueExercise:
+    """7.viterbi with these scores for ab, cd, abc and bcd (the book: −4, −4, −6, −5.5); a, b, c, d and bc
+    keep theirs. Every choice keeps ab + cd the best split, a + bc + d the greedy-by-score one (ab and abc
+    below a's −3, bcd below bc's −2.5) and abc + d the longest-match one, each scoring apart."""
+    scores = {**LATTICE_SCORES, "ab": ab, "cd": cd, "abc": abc, "bcd": bcd}
+    splits = list(_splits(LATTICE_WORD, scores))
+    best_split = max(splits, key=lambda split: _score(split, scores))
+    best = _score(best_split, scores)
+    forward = math.log(sum(math.exp(_score(split, scores)) for split in splits))
+    longest = _greedy(LATTICE_WORD, scores, len)
+    by_score = _greedy(LATTICE_WORD, scores, lambda piece: scores[piece])
+    rivals = [["a", "bc", "d"], ["a", "bcd"], ["abc", "d"]]
+    beaten = [f"{' + '.join(split)} = {_minus(_score(split, scores))}" for split in rivals]
+    return ValueExercise(
+        id="7.viterbi",
+        question=(
+            f"A unigram vocabulary has these log-probabilities: a, b, c, d −3 each; ab {_minus(ab)}; bc −2.5; "
+            f"cd {_minus(cd)}; abc {_minus(abc)}; bcd {_minus(bcd)}. What is the total log-probability of the best "
+            "segmentation of 'abcd'? Give it to 1 decimal place."
+        ),
+        expected=best,
+        explanation=(f"{' + '.join(best_split)} = {_minus(best)} beats {beaten[0]}, {beaten[1]} and {beaten[2]}."),
+        hints=("Write down every segmentation into pieces of the vocabulary and add their scores.",),
+        wrong_answers=(
+            WrongAnswer(
+                _score(longest, scores),
+                f"That is greedy longest match ({' + '.join(longest)}). Viterbi compares whole paths.",
+            ),
+            WrongAnswer(
+                _score(by_score, scores),
+                f"That is greedy by score (the best piece at each step: {', then '.join(by_score)}). "
+                f"Viterbi compares whole paths: {' + '.join(best_split)} is better.",
+            ),
+            WrongAnswer(
+                forward,
+                "That sums the probabilities of all segmentations (the forward pass, used "
+                "in training). Viterbi takes the best one: a max, not a sum.",
+            ),
+            WrongAnswer(
+                _score(list(LATTICE_WORD), scores), "That is one piece per character. Longer pieces can score better."
+            ),
+            WrongAnswer(
+                -best,
+                "Mind the sign: the scores are log-probabilities, all negative, and so is their sum. A "
+                "log-probability is never above 0.",
+            ),
+            WrongAnswer(
+                math.exp(best),
+                f"That is the probability of the best segmentation, e^({_minus(best)}). The question asks for its "
+                "log-probability, the sum of the pieces' scores.",
+            ),
+        ),
+        decimals=1,
+        params=(
+            Param("ab", -4.0, (-4.0, -3.5), shown=_minus),
+            Param("cd", -4.0, (-4.0, -3.5, -3.0), shown=_minus),
+            Param("abc", -6.0, (-6.0, -6.5, -7.0), shown=_minus),
+            Param("bcd", -5.5, (-5.5, -6.0), shown=_minus),
+        ),
+        make=_viterbi,
+    )
+
 
 # --- 7.utf8-bytes -------------------------------------------------------------------------
 CHAR = "\U0001f642"  # 🙂 SLIGHTLY SMILING FACE
+# Other characters above U+FFFF (four UTF-8 bytes, a UTF-16 surrogate pair): 🚀 ROCKET, 🐍 SNAKE,
+# 🎉 PARTY POPPER, 💡 ELECTRIC LIGHT BULB.
+CHARS = (CHAR, "\U0001f680", "\U0001f40d", "\U0001f389", "\U0001f4a1")
+
+
+def _named(char: str) -> str:
+    """A character as the question writes it: 🙂 (U+1F642)."""
+    return f"{char} (U+{ord(char):04X})"
+
+
+def _utf8_bytes(char: str) -> ValueExercise:
+    """7.utf8-bytes of this character above U+FFFF (the book: 🙂, U+1F642)."""
+    utf8 = list(char.encode("utf-8"))
+    return ValueExercise(
+        id="7.utf8-bytes",
+        question=f"What are the UTF-8 bytes of {_named(char)}, as a list of integers?",
+        expected=utf8,
+        explanation=(
+            "Above U+FFFF UTF-8 uses four bytes: 11110xxx 10xxxxxx 10xxxxxx 10xxxxxx = "
+            f"{' '.join(f'{b:02X}' for b in utf8)}."
+        ),
+        hints=("Code points from U+10000 take four bytes in UTF-8; the first starts 11110.",),
+        wrong_answers=(
+            WrongAnswer(list(char.encode("utf-16-be")), "Those are UTF-16 bytes (a surrogate pair), not UTF-8."),
+            WrongAnswer(list(char.encode("utf-16-le")), "Those are UTF-16 little-endian bytes, not UTF-8."),
+            WrongAnswer(
+                list(char.encode("utf-32-be")),
+                f"Those are the code point's number, 0x{ord(char):08X}, in four bytes (UTF-32). UTF-8 spreads "
+                "its 21 bits over four bytes with marker bits: 11110xxx, then 10xxxxxx three times.",
+            ),
+        ),
+        whole=True,
+        params=(Param("char", CHAR, CHARS, shown=_named),),
+        make=_utf8_bytes,
+    )
+
 
 # --- 7.nfkc ----------------------------------------------------------------------------------
 NFKC_CANDIDATES = ["cafe\u0301", "㎏", "½", "Straße", "naïve", "\u212b"]  # decomposed é, kg sign, ½, ß, ï, Å sign
@@ -170,126 +407,10 @@ def _embedding_params(d_model: int, v_small: int, v_large: int) -> ValueExercise
 
 
 EXERCISES = (
-    ValueExercise(
-        id="7.next-merge",
-        question=(
-            "A pre-split gave these chunks, with how often each occurs: hug ×4, pug ×3, pun ×12, bun ×5, "
-            "hugs ×2. Which pair does BPE merge first? Answer with the two characters' byte values, "
-            "as two numbers: for the pair (h, u) you would type 104, 117 (in Python, ord('h') and ord('u'))."
-        ),
-        expected=next_merge(CHUNK_COUNTS),
-        explanation="Pair counts weighted by chunk counts: un 17 (pun 12 + bun 5), pu 15, ug 9, hu 6, bu 5, gs 2.",
-        hints=("Count every adjacent pair inside each chunk, times how often the chunk occurs.",),
-        wrong_answers=(
-            WrongAnswer(
-                _unweighted_merge(CHUNK_COUNTS),
-                "You counted each distinct chunk once. A chunk that occurs 12 times adds 12 to each of its pairs.",
-            ),
-            WrongAnswer(
-                [ord("p"), ord("u")],
-                "(p, u) occurs 15 times, but (u, n) occurs in both pun and bun: 17 times.",
-            ),
-            WrongAnswer(
-                next_merge(CHUNK_COUNTS)[::-1],
-                "That is the right pair, reversed: a pair is read in the order its characters occur, the "
-                "first one first (u before n in pun).",
-            ),
-        ),
-        whole=True,
-    ),
-    ValueExercise(
-        id="7.encode-word",
-        question=(
-            "Merges learned in this order: (w, e) → 256, (l, o) → 257, (e, r) → 258, (o, w) → 259, "
-            "(lo, w) → 260, (we, r) → 261. BPE encodes the word 'lower'. Answer [number of tokens, first id, "
-            "last id]."
-        ),
-        expected=_summary(encode_word(WORD)),
-        explanation=(
-            "Merges apply in the order they were learned: (w, e) first gives l o we r; then (l, o) gives "
-            "lo we r; then (we, r) gives lo wer: [257, 261], so [2, 257, 261]. (lo, w) never applies: w was "
-            "taken by we."
-        ),
-        hints=("At each step, merge the adjacent pair whose merge was learned earliest (the lowest id).",),
-        wrong_answers=(
-            WrongAnswer(
-                _summary(_leftmost_first(WORD)),
-                "You merged from left to right (or took the longest token that fits). BPE replays merges "
-                "in the order learned, whatever their place in the word: (w, e) comes first here.",
-            ),
-            WrongAnswer(
-                _summary(_one_merge_early(WORD)),
-                "You stopped one merge early, at lo we r: (we, r) → 261 is learned, so it applies too.",
-            ),
-            WrongAnswer(
-                [4, ord("l"), ord("r")],
-                "You applied only the first merge (l o we r); keep going while any learned pair is adjacent.",
-            ),
-            WrongAnswer(
-                [3, 257, 258],
-                "You merged (e, r) before (w, e), giving lo w er. (w, e) → 256 was learned first, so it takes "
-                "the e, and (e, r) never applies.",
-            ),
-            WrongAnswer(
-                [2, 257, 258],
-                "Two tokens, lo and wer, is right, but 258 is er. wer is (we, r) → 261.",
-            ),
-        ),
-        whole=True,
-    ),
-    ValueExercise(
-        id="7.viterbi",
-        question=(
-            "A unigram vocabulary has these log-probabilities: a, b, c, d −3 each; ab −4; bc −2.5; cd −4; "
-            "abc −6; bcd −5.5. What is the total log-probability of the best segmentation of 'abcd'?"
-            " Give it to 1 decimal place."
-        ),
-        expected=_BEST,
-        explanation="ab + cd = −8 beats a + bc + d = −8.5, a + bcd = −8.5 and abc + d = −9.",
-        hints=("Write down every segmentation into pieces of the vocabulary and add their scores.",),
-        wrong_answers=(
-            WrongAnswer(-9.0, "That is greedy longest match (abc + d). Viterbi compares whole paths."),
-            WrongAnswer(
-                -8.5,
-                "That is greedy by score (the best piece at each step: a, then bc, then d). "
-                "Viterbi compares whole paths: ab + cd is better.",
-            ),
-            WrongAnswer(
-                _FORWARD,
-                "That sums the probabilities of all segmentations (the forward pass, used "
-                "in training). Viterbi takes the best one: a max, not a sum.",
-            ),
-            WrongAnswer(-12.0, "That is one piece per character. Longer pieces can score better."),
-            WrongAnswer(
-                -_BEST,
-                "Mind the sign: the scores are log-probabilities, all negative, and so is their sum. A "
-                "log-probability is never above 0.",
-            ),
-            WrongAnswer(
-                math.exp(_BEST),
-                "That is the probability of the best segmentation, e^(−8). The question asks for its "
-                "log-probability, the sum of the pieces' scores.",
-            ),
-        ),
-        decimals=1,
-    ),
-    ValueExercise(
-        id="7.utf8-bytes",
-        question=f"What are the UTF-8 bytes of {CHAR} (U+1F642), as a list of integers?",
-        expected=list(CHAR.encode("utf-8")),
-        explanation="Above U+FFFF UTF-8 uses four bytes: 11110xxx 10xxxxxx 10xxxxxx 10xxxxxx = F0 9F 99 82.",
-        hints=("Code points from U+10000 take four bytes in UTF-8; the first starts 11110.",),
-        wrong_answers=(
-            WrongAnswer(list(CHAR.encode("utf-16-be")), "Those are UTF-16 bytes (a surrogate pair), not UTF-8."),
-            WrongAnswer(list(CHAR.encode("utf-16-le")), "Those are UTF-16 little-endian bytes, not UTF-8."),
-            WrongAnswer(
-                list(CHAR.encode("utf-32-be")),
-                "Those are the code point's number, 0x0001F642, in four bytes (UTF-32). UTF-8 spreads "
-                "its 21 bits over four bytes with marker bits: 11110xxx, then 10xxxxxx three times.",
-            ),
-        ),
-        whole=True,
-    ),
+    _next_merge(**CHUNK_COUNTS),
+    _encode_word(MERGE_ORDER),
+    _viterbi(*(LATTICE_SCORES[piece] for piece in ("ab", "cd", "abc", "bcd"))),
+    _utf8_bytes(CHAR),
     ValueExercise(
         id="7.nfkc",
         question=(
@@ -335,27 +456,44 @@ EXERCISES = (
 
 # --- 7.quadratic-loop (the appendix on BPE performance) ---------------------------------------
 _LOOP_S, _N_SMALL, _N_LARGE = 0.12, 1_000, 8_000
-_QUADRATIC = _LOOP_S * (_N_LARGE / _N_SMALL) ** 2  # 7.68 s
-EXERCISES = EXERCISES + (
-    ValueExercise(
+
+
+def _quadratic_loop(seconds: float, small: int, large: int) -> ValueExercise:
+    """7.quadratic-loop: ``small`` bytes in ``seconds``, then ``large`` bytes (the book: 0.12 s, 1,000, 8,000).
+    Every choice makes ``large`` a whole multiple of ``small``, at least 4 (at 2, squaring would equal doubling)."""
+    ratio = large // small
+    quadratic = seconds * (large / small) ** 2
+    return ValueExercise(
         id="7.quadratic-loop",
         question=(
-            f"The plain BPE loop encodes a chunk of {_N_SMALL:,} bytes in {_LOOP_S} s. Its time grows as the "
-            f"square of the length. About how many seconds does a chunk of {_N_LARGE:,} bytes take? "
+            f"The plain BPE loop encodes a chunk of {small:,} bytes in {seconds} s. Its time grows as the "
+            f"square of the length. About how many seconds does a chunk of {large:,} bytes take? "
             "Give it to 2 decimal places."
         ),
-        expected=_QUADRATIC,
+        expected=quadratic,
         explanation=(
-            f"{_N_LARGE:,} bytes is {_N_LARGE // _N_SMALL} times as long, so {(_N_LARGE // _N_SMALL) ** 2} times "
-            f"the time: {_LOOP_S} × 64 = {_QUADRATIC:.2f} s. The heap, linear up to a log, would take about 8 times."
+            f"{large:,} bytes is {ratio} times as long, so {ratio**2} times the time: {seconds} × {ratio**2} = "
+            f"{quadratic:.2f} s. The heap, linear up to a log, would take about {ratio} times."
         ),
         hints=("Quadratic: double the length, four times the time.",),
         wrong_answers=(
-            WrongAnswer(_LOOP_S * _N_LARGE / _N_SMALL, "That is linear growth (8 times); the loop is quadratic."),
-            WrongAnswer(_LOOP_S * (_N_LARGE / _N_SMALL) ** 3, "That is cubic (8³ times); quadratic is 8² times."),
-            WrongAnswer(_LOOP_S * 2 * _N_LARGE / _N_SMALL, "Squaring 8 gives 64, not 2 × 8 = 16."),
+            WrongAnswer(seconds * large / small, f"That is linear growth ({ratio} times); the loop is quadratic."),
+            WrongAnswer(
+                seconds * (large / small) ** 3, f"That is cubic ({ratio}³ times); quadratic is {ratio}² times."
+            ),
+            WrongAnswer(
+                seconds * 2 * large / small, f"Squaring {ratio} gives {ratio**2}, not 2 × {ratio} = {2 * ratio}."
+            ),
         ),
         atol=0.01,
         decimals=2,
-    ),
-)
+        params=(
+            Param("seconds", _LOOP_S, (0.05, 0.12, 0.3)),
+            Param("small", _N_SMALL, (500, 1_000), shown=lambda n: f"{n:,}"),
+            Param("large", _N_LARGE, (4_000, 6_000, 8_000, 10_000), shown=lambda n: f"{n:,}"),
+        ),
+        make=_quadratic_loop,
+    )
+
+
+EXERCISES = EXERCISES + (_quadratic_loop(_LOOP_S, _N_SMALL, _N_LARGE),)

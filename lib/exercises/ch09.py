@@ -21,21 +21,118 @@ from lib.ngram import uniform_loss
 from lib.variants import Param
 
 # 9.parameters: a model the chapter does not train.
-_CONFIG = GPTConfig(vocab_size=1000, n_layers=2, d_model=64, n_heads=8, n_kv_heads=2, hidden=160)
-_PARAMS = count_parameters(_CONFIG)  # 2·(2·64·64 + 2·64·16 + 3·64·160 + 2·64) + 1000·64 + 64 = 146_240
-_C, _KV, _F, _L, _V = 64, 2 * 8, 160, 2, 1000  # d_model, n_kv_heads·head_dim, FFN width, layers, vocabulary
-_PER_LAYER_NORMS = 2 * _C
-_PER_LAYER = 2 * _C * _C + 2 * _C * _KV + 3 * _C * _F + _PER_LAYER_NORMS  # 41_088
-_NO_GQA = _PARAMS + _L * 2 * _C * (_C - _KV)  # k and v at full width C·C
-_UNTIED = _PARAMS + _V * _C  # a separate output head
-_MLP_FFN = _PARAMS - _L * _C * _F  # two FFN matrices instead of SwiGLU's three
-_NO_EMBEDDING = _PARAMS - _V * _C  # only the blocks
+# The book's: GPTConfig(vocab_size=1000, n_layers=2, d_model=64, n_heads=8, n_kv_heads=2, hidden=160), whose
+# 2·(2·64·64 + 2·64·16 + 3·64·160 + 2·64) + 1000·64 + 64 = 146,240 parameters.
+_GPT = dict(vocab_size=1000, n_layers=2, n_kv_heads=2, hidden=160)
+_LAYER_WORDS = {2: "two", 3: "three", 4: "four"}
+
+
+def _parameters(vocab_size: int, n_layers: int, n_kv_heads: int, hidden: int) -> ValueExercise:
+    """9.parameters of GPT(GPTConfig(...)) with these four settings and d_model = 64, n_heads = 8 (the book:
+    vocabulary 1000, 2 layers, 2 KV heads, FFN width 160). Every choice keeps fewer KV heads than query heads
+    and the embedding the largest matrix, and no two named mistakes at the same count."""
+    config = GPTConfig(
+        vocab_size=vocab_size, n_layers=n_layers, d_model=64, n_heads=8, n_kv_heads=n_kv_heads, hidden=hidden
+    )
+    total = count_parameters(config)
+    c, kv, f, layers, v = config.d_model, n_kv_heads * config.head_dim, hidden, n_layers, vocab_size
+    norms = 2 * c  # per layer
+    per_layer = 2 * c * c + 2 * c * kv + 3 * c * f + norms
+    heads = f"{n_kv_heads} KV head" + ("s" if n_kv_heads > 1 else "")
+    return ValueExercise(
+        id="9.parameters",
+        question=(
+            f"How many parameters does GPT(GPTConfig(vocab_size={vocab_size}, n_layers={n_layers}, d_model=64, "
+            f"n_heads=8, n_kv_heads={n_kv_heads}, hidden={hidden})) have? (Defaults: SwiGLU, RMSNorm, no biases, "
+            "tied embeddings.)"
+        ),
+        expected=total,
+        explanation=(
+            f"Per layer: q and out projections 64·64 each; k and v only 64·({n_kv_heads}·8) each, since {heads} "
+            f"of width 64/8 = 8; SwiGLU's three matrices 3·64·{hidden}; two RMSNorm weights of 64. That is "
+            f"{per_layer:,} per layer, {layers * per_layer:,} for {_LAYER_WORDS[layers]}, plus the {v}·64 embedding "
+            f"(the head reuses it) and the final norm's 64: {total:,}."
+        ),
+        hints=(
+            "Head width = d_model / n_heads; the k and v projections are d_model × (n_kv_heads · head width).",
+            "SwiGLU has three matrices (gate, up, down); a tied head adds nothing.",
+        ),
+        wrong_answers=(
+            WrongAnswer(
+                total + layers * 2 * c * (c - kv),  # k and v at full width C·C
+                f"You gave k and v full 64×64 projections. With {heads} they are 64×{kv} each.",
+            ),
+            WrongAnswer(total + v * c, f"You counted a separate {v}×64 output head; the embeddings are tied (shared)."),
+            WrongAnswer(total - layers * c * f, "You counted two FFN matrices; SwiGLU has three (gate, up and down)."),
+            WrongAnswer(total - v * c, f"You left out the {v}×64 token embedding, the largest single matrix here."),
+            WrongAnswer(total - layers * norms - c, "You left out the RMSNorm weights (64 per norm)."),
+            WrongAnswer(total - c, "You left out the final RMSNorm, the 64 weights after the last block."),
+            WrongAnswer(
+                total - per_layer,
+                f"You counted one layer's {per_layer:,} parameters; there are {_LAYER_WORDS[layers]}.",
+            ),
+        ),
+        whole=True,
+        params=(
+            Param("vocab_size", _GPT["vocab_size"], (500, 1000, 2000)),
+            Param("n_layers", _GPT["n_layers"], (2, 3, 4)),
+            Param("n_kv_heads", _GPT["n_kv_heads"], (1, 2, 4)),
+            Param("hidden", _GPT["hidden"], (128, 160, 192)),
+        ),
+        make=_parameters,
+    )
 
 
 # 9.cache-bytes: per layer, one sequence of 300 tokens, 8 query heads sharing 2 KV heads of width 32, bfloat16.
 _CACHE = dict(layers=1, batch=1, seq_len=300, kv_heads=2, head_dim=32, bytes_per_element=2)
-_CACHE_BYTES = kv_cache_bytes(**_CACHE)  # 2·1·1·300·2·32·2 = 76_800
 _QUERY_HEADS, _LAYERS = 8, 5
+
+
+def _cache_bytes(layers: int, query_heads: int, seq_len: int, head_dim: int) -> ValueExercise:
+    """9.cache-bytes of one layer (the book: 5 layers, 8 query heads, 300 tokens, width 32); 2 KV heads and
+    bfloat16 stay. Every choice keeps the query heads other than twice the KV heads (float32's factor 2) and
+    the layers apart from the query mistakes' factors (4 and 3 in the book), so that each mistake multiplies
+    the answer by its own number."""
+    kv_heads = _CACHE["kv_heads"]
+    cache = kv_cache_bytes(layers=1, batch=1, seq_len=seq_len, kv_heads=kv_heads, head_dim=head_dim)
+    return ValueExercise(
+        id="9.cache-bytes",
+        question=(
+            f"A model has {layers} layers and {query_heads} query heads sharing 2 KV heads of width {head_dim}, "
+            "stored in bfloat16 (2 bytes). "
+            f"How many bytes does ONE layer's KV cache hold for one sequence of {seq_len:,} tokens?"
+        ),
+        expected=cache,
+        explanation=(
+            f"Each layer caches its rotated keys and its values, (1, 2, {seq_len}, {head_dim}) each: 2 tensors · "
+            f"2 heads · {seq_len:,} tokens · {head_dim} · 2 bytes = {cache:,}. Queries are used once and never "
+            f"cached; the {query_heads} query heads read the 2 cached heads."
+        ),
+        hints=("Per layer: keys AND values, each batch × KV heads × tokens × width, times bytes per element.",),
+        wrong_answers=(
+            WrongAnswer(cache // 2, "You counted only the keys (or only the values); the cache holds both."),
+            WrongAnswer(cache * 2, "You used 4 bytes (float32); bfloat16 takes 2 bytes per element."),
+            WrongAnswer(
+                cache * query_heads // kv_heads,
+                f"You used the {query_heads} query heads. The cache stores the 2 KV heads: grouped-query "
+                "attention's saving.",
+            ),
+            WrongAnswer(
+                cache * (2 * kv_heads + query_heads) // (2 * kv_heads),
+                "You cached the queries too. A query is used once, by its own step, and never read again.",
+            ),
+            WrongAnswer(cache * layers, f"That is all {layers} layers; the question asks for one layer."),
+        ),
+        whole=True,
+        params=(
+            Param("layers", _LAYERS, (5, 8, 10)),
+            Param("query_heads", _QUERY_HEADS, (8, 12, 24)),
+            Param("seq_len", _CACHE["seq_len"], (300, 512, 1000, 4096), shown=lambda n: f"{n:,}"),
+            Param("head_dim", _CACHE["head_dim"], (32, 64, 128)),
+        ),
+        make=_cache_bytes,
+    )
+
 
 # 9.top-k: logits [2.0, 1.0, 0.5, -1.0] at temperature 0.8.
 _LOGITS, _T = (2.0, 1.0, 0.5, -1.0), 0.8
@@ -52,12 +149,58 @@ _P_FULL = _softmax(_SCALED)  # every token, temperature applied
 
 # 9.top-k-two: other logits, chosen so that every mistake lands apart from the rest.
 _Q_LOGITS, _Q_T = (2.0, 1.6, 1.4, 0.0), 0.5
-_Q_SCALED = tuple(v / _Q_T for v in _Q_LOGITS)
-_Q_TOP2 = _softmax(_Q_SCALED[:2])  # right: 0.310
-_Q_FULL = _softmax(_Q_SCALED)  # not renormalized after top-k: 0.254
-_Q_TOP2_NO_T = _softmax(_Q_LOGITS[:2])  # forgot the temperature: 0.401
-_Q_RAW = _softmax(_Q_LOGITS)  # forgot both: 0.285
-_Q_TOP2_TIMES_T = _softmax(tuple(v * _Q_T for v in _Q_LOGITS[:2]))  # multiplied by it: 0.450
+
+
+def _one_decimal_at_least(x: float) -> str:
+    """4.0, 3.2, 4.25: a scaled logit as the explanation writes it."""
+    text = f"{x:.2f}".rstrip("0")
+    return text + "0" if text.endswith(".") else text
+
+
+def _top_k_two(logit1: float, logit2: float, temperature: float) -> ValueExercise:
+    """9.top-k-two with logits [2.0, logit1, logit2, 0.0] (the book: 1.6, 1.4, temperature 0.5). Every choice
+    keeps logit1 above logit2, so the top two are tokens 0 and 1, and its seven answers at least 0.005 apart."""
+    logits = (2.0, logit1, logit2, 0.0)
+    scaled = tuple(v / temperature for v in logits)
+    top2 = _softmax(scaled[:2])  # right: 0.310 in the book
+    full = _softmax(scaled)  # not renormalized after top-k: 0.254
+    top2_no_t = _softmax(logits[:2])  # forgot the temperature: 0.401
+    raw = _softmax(logits)  # forgot both: 0.285
+    top2_times_t = _softmax(tuple(v * temperature for v in logits[:2]))  # multiplied by it: 0.450
+    s0, s1 = (f"{round(v, 6):g}" for v in scaled[:2])
+    return ValueExercise(
+        id="9.top-k-two",
+        question=(
+            f"Other logits, [2.0, {logit1:.1f}, {logit2:.1f}, 0.0], sampled at temperature {temperature} with "
+            "top_k = 2. What is the probability of drawing token 1? Give it to 3 decimal places."
+        ),
+        expected=top2[1],
+        explanation=(
+            f"Divide by the temperature: [{', '.join(_one_decimal_at_least(v) for v in scaled)}]; keep the top two; "
+            f"softmax over them: e^{s1} / (e^{s0} + e^{s1}) ≈ {top2[1]:.3f}. The removed tokens' mass is shared "
+            "out again."
+        ),
+        hints=("Scale by 1/temperature, drop all but the two largest, then softmax over what is left.",),
+        wrong_answers=(
+            WrongAnswer(full[1], "You did not renormalize: after top-k, the softmax runs over the kept tokens."),
+            WrongAnswer(top2_no_t[1], f"You forgot the temperature: divide the logits by {temperature} first."),
+            WrongAnswer(
+                raw[1], "You forgot both the temperature and the top-k: that is the plain softmax of all four."
+            ),
+            WrongAnswer(top2_times_t[1], "You multiplied by the temperature; logits are divided by it."),
+            WrongAnswer(0.5, "Top-k keeps the two tokens but not as equals: their logits still differ."),
+            WrongAnswer(
+                top2[0], "That is token 0's probability, the likelier of the two; the question asks for token 1."
+            ),
+        ),
+        decimals=3,
+        params=(
+            Param("logit1", _Q_LOGITS[1], (1.6, 1.7, 1.9), shown=lambda v: f"{v:.1f}"),
+            Param("logit2", _Q_LOGITS[2], (0.8, 1.3, 1.4), shown=lambda v: f"{v:.1f}"),
+            Param("temperature", _Q_T, (0.4, 0.5, 2.0)),
+        ),
+        make=_top_k_two,
+    )
 
 
 def _masked_softmax_no_renorm(logits, temperature, top_k):
@@ -98,63 +241,9 @@ def _uniform_loss(vocab: int) -> ValueExercise:
 
 
 EXERCISES = (
-    ValueExercise(
-        id="9.parameters",
-        question=(
-            "How many parameters does GPT(GPTConfig(vocab_size=1000, n_layers=2, d_model=64, n_heads=8, "
-            "n_kv_heads=2, hidden=160)) have? (Defaults: SwiGLU, RMSNorm, no biases, tied embeddings.)"
-        ),
-        expected=_PARAMS,
-        explanation=(
-            "Per layer: q and out projections 64·64 each; k and v only 64·(2·8) each, since 2 KV heads of width "
-            f"64/8 = 8; SwiGLU's three matrices 3·64·160; two RMSNorm weights of 64. That is {_PER_LAYER:,} per "
-            f"layer, {_L * _PER_LAYER:,} for two, plus the 1000·64 embedding (the head reuses it) and the final "
-            f"norm's 64: {_PARAMS:,}."
-        ),
-        hints=(
-            "Head width = d_model / n_heads; the k and v projections are d_model × (n_kv_heads · head width).",
-            "SwiGLU has three matrices (gate, up, down); a tied head adds nothing.",
-        ),
-        wrong_answers=(
-            WrongAnswer(_NO_GQA, "You gave k and v full 64×64 projections. With 2 KV heads they are 64×16 each."),
-            WrongAnswer(_UNTIED, "You counted a separate 1000×64 output head; the embeddings are tied (shared)."),
-            WrongAnswer(_MLP_FFN, "You counted two FFN matrices; SwiGLU has three (gate, up and down)."),
-            WrongAnswer(_NO_EMBEDDING, "You left out the 1000×64 token embedding, the largest single matrix here."),
-            WrongAnswer(_PARAMS - _L * _PER_LAYER_NORMS - _C, "You left out the RMSNorm weights (64 per norm)."),
-            WrongAnswer(_PARAMS - _C, "You left out the final RMSNorm, the 64 weights after the last block."),
-            WrongAnswer(_PARAMS - _PER_LAYER, f"You counted one layer's {_PER_LAYER:,} parameters; there are two."),
-        ),
-        whole=True,
-    ),
+    _parameters(**_GPT),
     _uniform_loss(2048),
-    ValueExercise(
-        id="9.cache-bytes",
-        question=(
-            "A model has 5 layers and 8 query heads sharing 2 KV heads of width 32, stored in bfloat16 (2 bytes). "
-            "How many bytes does ONE layer's KV cache hold for one sequence of 300 tokens?"
-        ),
-        expected=_CACHE_BYTES,
-        explanation=(
-            "Each layer caches its rotated keys and its values, (1, 2, 300, 32) each: 2 tensors · 2 heads · "
-            f"300 tokens · 32 · 2 bytes = {_CACHE_BYTES:,}. Queries are used once and never cached; the 8 query "
-            "heads read the 2 cached heads."
-        ),
-        hints=("Per layer: keys AND values, each batch × KV heads × tokens × width, times bytes per element.",),
-        wrong_answers=(
-            WrongAnswer(_CACHE_BYTES // 2, "You counted only the keys (or only the values); the cache holds both."),
-            WrongAnswer(_CACHE_BYTES * 2, "You used 4 bytes (float32); bfloat16 takes 2 bytes per element."),
-            WrongAnswer(
-                _CACHE_BYTES * _QUERY_HEADS // 2,
-                "You used the 8 query heads. The cache stores the 2 KV heads: grouped-query attention's saving.",
-            ),
-            WrongAnswer(
-                _CACHE_BYTES * (_QUERY_HEADS + 4) // 4,
-                "You cached the queries too. A query is used once, by its own step, and never read again.",
-            ),
-            WrongAnswer(_CACHE_BYTES * _LAYERS, "That is all 5 layers; the question asks for one layer."),
-        ),
-        whole=True,
-    ),
+    _cache_bytes(_LAYERS, _QUERY_HEADS, _CACHE["seq_len"], _CACHE["head_dim"]),
     ValueExercise(
         id="9.top-k-one",
         question=(
@@ -175,32 +264,7 @@ EXERCISES = (
         ),
         decimals=2,
     ),
-    ValueExercise(
-        id="9.top-k-two",
-        question=(
-            "Other logits, [2.0, 1.6, 1.4, 0.0], sampled at temperature 0.5 with top_k = 2. What is the "
-            "probability of drawing token 1? Give it to 3 decimal places."
-        ),
-        expected=_Q_TOP2[1],
-        explanation=(
-            f"Divide by the temperature: [4.0, 3.2, 2.8, 0.0]; keep the top two; softmax over them: "
-            f"e^3.2 / (e^4 + e^3.2) ≈ {_Q_TOP2[1]:.3f}. The removed tokens' mass is shared out again."
-        ),
-        hints=("Scale by 1/temperature, drop all but the two largest, then softmax over what is left.",),
-        wrong_answers=(
-            WrongAnswer(_Q_FULL[1], "You did not renormalize: after top-k, the softmax runs over the kept tokens."),
-            WrongAnswer(_Q_TOP2_NO_T[1], "You forgot the temperature: divide the logits by 0.5 first."),
-            WrongAnswer(
-                _Q_RAW[1], "You forgot both the temperature and the top-k: that is the plain softmax of all four."
-            ),
-            WrongAnswer(_Q_TOP2_TIMES_T[1], "You multiplied by the temperature; logits are divided by it."),
-            WrongAnswer(0.5, "Top-k keeps the two tokens but not as equals: their logits still differ."),
-            WrongAnswer(
-                _Q_TOP2[0], "That is token 0's probability, the likelier of the two; the question asks for token 1."
-            ),
-        ),
-        decimals=3,
-    ),
+    _top_k_two(*_Q_LOGITS[1:3], _Q_T),
 )
 
 
