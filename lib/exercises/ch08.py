@@ -359,36 +359,49 @@ CHAPTER_8_FUNCTIONS = (
     ),
 )
 
-# 8.resolution: a 224-trained ViT (p = 16, class token) run at 320×480 with its position table resized.
-_NEW_GRID = (320 // 16, 480 // 16)  # (20, 30)
-_NEW_ROWS = _NEW_GRID[0] * _NEW_GRID[1] + 1  # 601
-CHAPTER_8_RESOLUTION = (
-    ValueExercise(
+# 8.resolution: a 224-trained ViT (p = 16, class token, the chapter's worked example) run at a new
+# height×width (the book: 320×480), its position table resized. The new images are never square, so
+# the two square-image mistakes stay apart, and always larger than 224×224.
+
+
+def _resolution(height: int, width: int) -> ValueExercise:
+    """8.resolution for new images of height×width (the book: 320×480)."""
+    grid = (height // 16, width // 16)  # (20, 30) in the book
+    rows = grid[0] * grid[1] + 1  # 601 in the book
+    return ValueExercise(
         id="8.resolution",
         question=(
-            "A ViT trained on 224×224 images with 16×16 patches and a class token is run on 320×480 images "
+            f"A ViT trained on 224×224 images with 16×16 patches and a class token is run on {height}×{width} images "
             "(height × width), its position table resized by interpolation as timm does. How many rows does the "
             "new position table have?"
         ),
-        expected=_NEW_ROWS,
+        expected=rows,
         explanation=(
-            f"The patch grid becomes 320/16 × 480/16 = {_NEW_GRID[0]} × {_NEW_GRID[1]} = {_NEW_ROWS - 1} patch rows, "
+            f"The patch grid becomes {height}/16 × {width}/16 = {grid[0]} × {grid[1]} = {rows - 1} patch rows, "
             "interpolated from the 14 × 14 grid; the class token's row is kept as it is: "
-            f"{_NEW_ROWS} rows."
+            f"{rows} rows."
         ),
         hints=(
             "The patch size stays 16: count the new grid of patches.",
             "The table has one row per token, and the class token is a token.",
         ),
         wrong_answers=(
-            WrongAnswer(_NEW_ROWS - 1, "Those are the patch rows; the class token keeps its own row too."),
+            WrongAnswer(rows - 1, "Those are the patch rows; the class token keeps its own row too."),
             WrongAnswer(197, "197 is the table the model was trained with; the new image has more patches."),
-            WrongAnswer((480 // 16) ** 2 + 1, "The image is not square: 320/16 = 20 rows of 30 patches."),
-            WrongAnswer((320 // 16) ** 2 + 1, "The image is not square: 480/16 = 30 patches per row, not 20."),
-            WrongAnswer(320 * 480 // 16 + 1, "Divide each side by 16 (the patch is 16 × 16), not the area by 16."),
+            WrongAnswer(
+                grid[1] ** 2 + 1, f"The image is not square: {height}/16 = {grid[0]} rows of {grid[1]} patches."
+            ),
+            WrongAnswer(
+                grid[0] ** 2 + 1, f"The image is not square: {width}/16 = {grid[1]} patches per row, not {grid[0]}."
+            ),
+            WrongAnswer(height * width // 16 + 1, "Divide each side by 16 (the patch is 16 × 16), not the area by 16."),
         ),
         whole=True,
-    ),
-)
+        params=(Param("height", 320, (256, 320, 352, 400)), Param("width", 480, (432, 480, 560, 640))),
+        make=_resolution,
+    )
+
+
+CHAPTER_8_RESOLUTION = (_resolution(320, 480),)
 
 EXERCISES = CHAPTER_8 + CHAPTER_8_FUNCTIONS + CHAPTER_8_RESOLUTION
