@@ -4,6 +4,8 @@ The numbers are new ones (a 192×320 image, 32-pixel patches, 384×384 at p=16),
 exercise applies the chapter's idea rather than re-reading the 224/16 example. Each is
 written as the arithmetic that produces it, and each wrong answer is the result of one
 named mistake; the numbers were picked so that no two mistakes give the same answer.
+Those are the book's numbers: 8.1-8.4 and 8.9 are factories whose params a student's copy
+draws its own numbers from (lib.variants), with choices that keep every mistake apart.
 """
 
 from __future__ import annotations
