@@ -4,6 +4,8 @@ The numbers are new ones (a 192×320 image, 32-pixel patches, 384×384 at p=16),
 exercise applies the chapter's idea rather than re-reading the 224/16 example. Each is
 written as the arithmetic that produces it, and each wrong answer is the result of one
 named mistake; the numbers were picked so that no two mistakes give the same answer.
+Those are the book's numbers: 8.1-8.4 and 8.9 are factories whose params a student's copy
+draws its own numbers from (lib.variants), with choices that keep every mistake apart.
 """
 
 from __future__ import annotations
@@ -15,18 +17,120 @@ from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswe
 from lib.variants import Param
 from lib.vit import conv_weight, patchify
 
-# A 192×320 RGB image in 32×32 patches.
-_H, _W, _C, _P, _D = 192, 320, 3, 32, 512
-_ROWS, _COLS = _H // _P, _W // _P  # 6, 10
-_PATCHES = _ROWS * _COLS  # 60
+# A 192×320 RGB image in 32×32 patches, projected to d = 512 (the book's numbers). The patch side
+# stays 32 in every variant, so 8.2's "Those 32×32 RGB patches" always means 8.1's patches, and the
+# conv of 8.3 (written in code) keeps the book's 512 and 32; each question draws its own image or d.
+_C, _P, _D = 3, 32, 512
 _LENGTH = _C * _P * _P  # 3072
-_PARAMS = _LENGTH * _D + _D  # weights + one bias per output: 1,573,376
+_BOOK_PATCHES = (192 // _P) * (320 // _P)  # 60, the patch count of 8.1's book image
+_HEIGHTS = (160, 192, 224, 256)  # 5 to 8 rows of 32-pixel patches
+_WIDTHS = (288, 320, 352, 416)  # 9 to 13 columns: always wider than high, so rows and columns differ
 
 
 _SHARED = (
     "The projection is shared: every patch is multiplied by the same matrix, which is exactly why it "
     "equals a convolution (one kernel slid over the image). Its size does not depend on the patch count."
 )
+
+
+def _patch_grid(height: int, width: int) -> ValueExercise:
+    """8.patch-grid for a height×width RGB image in 32×32 patches (the book: 192×320)."""
+    rows, cols = height // _P, width // _P
+    patches = rows * cols
+    return ValueExercise(
+        id="8.patch-grid",
+        question=(
+            f"An RGB image of {height}×{width} pixels (height × width) is cut into 32×32 patches. How many patches "
+            "are there, and how many entries does each flattened patch have? Answer [patches, entries]."
+        ),
+        expected=[patches, _LENGTH],
+        explanation=(
+            f"({height}/32)·({width}/32) = {rows}·{cols} = {patches} patches, each 3·32·32 = {_LENGTH} entries."
+        ),
+        hints=("Count patches down and across, then multiply. A patch holds p·p pixels in each of C channels.",),
+        wrong_answers=(
+            WrongAnswer([patches, _P * _P], "Each patch has 32·32 pixels in each of the 3 channels: multiply by C."),
+            WrongAnswer(
+                [rows + cols, _LENGTH],
+                f"{rows} rows and {cols} columns of patches make {rows}·{cols} patches, not {rows} + {cols}.",
+            ),
+            WrongAnswer(
+                [patches + 1, _LENGTH],
+                f"{patches + 1} counts the class token, which is a token but not a patch of the image.",
+            ),
+            WrongAnswer(
+                [height * width // _P, _LENGTH],
+                "You divided the pixel count by p. A patch covers p·p pixels: divide by p² (or count per side).",
+            ),
+            WrongAnswer([patches, _C * _P], "A patch is p×p pixels, not p: its length is C·p·p."),
+            WrongAnswer([_LENGTH, patches], "Swapped: the first number is the patch count, the second the length."),
+        ),
+        whole=True,
+        params=(Param("height", 192, _HEIGHTS), Param("width", 320, _WIDTHS)),
+        make=_patch_grid,
+    )
+
+
+def _projection_params(d: int) -> ValueExercise:
+    """8.projection-params for 32×32 RGB patches projected to width d (the book: 512)."""
+    params = _LENGTH * d + d  # weights + one bias per output: 1,573,376 at d = 512
+    return ValueExercise(
+        id="8.projection-params",
+        question=(
+            f"Those 32×32 RGB patches are each projected to width d = {d} by one linear layer with a bias. "
+            "How many learnable parameters does the projection have?"
+        ),
+        expected=params,
+        explanation=f"A ({d} × 3072) weight plus {d} biases: {_LENGTH}·{d} + {d} = {params:,}.",
+        hints=("One weight per (input entry, output feature) pair, plus one bias per output feature.",),
+        wrong_answers=(
+            WrongAnswer(_LENGTH * d, f"That is the weight matrix alone: add the {d} biases."),
+            WrongAnswer(_BOOK_PATCHES * params, _SHARED),
+            WrongAnswer(_P * _P * d + d, "Each flattened patch has 3·32·32 inputs: you left out the channels."),
+            WrongAnswer(
+                params / 1e6,
+                "That is the count in millions. The question asks for the count itself: write every digit.",
+            ),
+        ),
+        whole=True,
+        params=(Param("d", 512, (256, 384, 512, 640, 768)),),
+        make=_projection_params,
+    )
+
+
+def _conv_output(height: int, width: int) -> ValueExercise:
+    """8.conv-output: the book's conv (d = 512, p = 32) on one height×width image (the book: 192×320)."""
+    rows, cols = height // _P, width // _P
+    return ValueExercise(
+        id="8.conv-output",
+        question=(
+            f"The same projection as nn.Conv2d(3, 512, kernel_size=32, stride=32), applied to one {height}×{width} "
+            "image, gives an output of shape (512, h, w). What are [512, h, w]?"
+        ),
+        expected=[_D, rows, cols],
+        explanation=(
+            f"With stride = kernel = 32 the windows tile the image: {height}/32 = {rows} rows, "
+            f"{width}/32 = {cols} columns."
+        ),
+        hints=("With no padding, a kernel k at stride s gives (size − k)/s + 1 outputs along each axis.",),
+        wrong_answers=(
+            WrongAnswer(
+                [_D, height - _P + 1, width - _P + 1],
+                "That is stride 1: overlapping windows one pixel apart. A patch projection moves by a whole patch.",
+            ),
+            WrongAnswer(
+                [_D, cols, rows],
+                f"Height comes first: {height}/32 = {rows} rows of patches, {width}/32 = {cols} columns.",
+            ),
+            WrongAnswer(
+                [_LENGTH, rows, cols],
+                "The output has one channel per output feature, d = 512; 3072 is what each kernel reads.",
+            ),
+        ),
+        whole=True,
+        params=(Param("height", 192, _HEIGHTS), Param("width", 320, _WIDTHS)),
+        make=_conv_output,
+    )
 
 
 def _tokens_with_cls(side: int, patch: int) -> ValueExercise:
@@ -59,72 +163,9 @@ def _tokens_with_cls(side: int, patch: int) -> ValueExercise:
 
 
 CHAPTER_8 = (
-    ValueExercise(
-        id="8.patch-grid",
-        question=(
-            "An RGB image of 192×320 pixels (height × width) is cut into 32×32 patches. How many patches "
-            "are there, and how many entries does each flattened patch have? Answer [patches, entries]."
-        ),
-        expected=[_PATCHES, _LENGTH],
-        explanation=f"(192/32)·(320/32) = 6·10 = {_PATCHES} patches, each 3·32·32 = {_LENGTH} entries.",
-        hints=("Count patches down and across, then multiply. A patch holds p·p pixels in each of C channels.",),
-        wrong_answers=(
-            WrongAnswer([_PATCHES, _P * _P], "Each patch has 32·32 pixels in each of the 3 channels: multiply by C."),
-            WrongAnswer([_ROWS + _COLS, _LENGTH], "6 rows and 10 columns of patches make 6·10 patches, not 6 + 10."),
-            WrongAnswer(
-                [_PATCHES + 1, _LENGTH], "61 counts the class token, which is a token but not a patch of the image."
-            ),
-            WrongAnswer(
-                [_H * _W // _P, _LENGTH],
-                "You divided the pixel count by p. A patch covers p·p pixels: divide by p² (or count per side).",
-            ),
-            WrongAnswer([_PATCHES, _C * _P], "A patch is p×p pixels, not p: its length is C·p·p."),
-            WrongAnswer([_LENGTH, _PATCHES], "Swapped: the first number is the patch count, the second the length."),
-        ),
-        whole=True,
-    ),
-    ValueExercise(
-        id="8.projection-params",
-        question=(
-            "Those 32×32 RGB patches are each projected to width d = 512 by one linear layer with a bias. "
-            "How many learnable parameters does the projection have?"
-        ),
-        expected=_PARAMS,
-        explanation=f"A (512 × 3072) weight plus 512 biases: {_LENGTH}·512 + 512 = {_PARAMS:,}.",
-        hints=("One weight per (input entry, output feature) pair, plus one bias per output feature.",),
-        wrong_answers=(
-            WrongAnswer(_LENGTH * _D, "That is the weight matrix alone: add the 512 biases."),
-            WrongAnswer(_PATCHES * _PARAMS, _SHARED),
-            WrongAnswer(_P * _P * _D + _D, "Each flattened patch has 3·32·32 inputs: you left out the channels."),
-            WrongAnswer(
-                _PARAMS / 1e6,
-                "That is the count in millions. The question asks for the count itself: write every digit.",
-            ),
-        ),
-        whole=True,
-    ),
-    ValueExercise(
-        id="8.conv-output",
-        question=(
-            "The same projection as nn.Conv2d(3, 512, kernel_size=32, stride=32), applied to one 192×320 "
-            "image, gives an output of shape (512, h, w). What are [512, h, w]?"
-        ),
-        expected=[_D, _ROWS, _COLS],
-        explanation="With stride = kernel = 32 the windows tile the image: 192/32 = 6 rows, 320/32 = 10 columns.",
-        hints=("With no padding, a kernel k at stride s gives (size − k)/s + 1 outputs along each axis.",),
-        wrong_answers=(
-            WrongAnswer(
-                [_D, _H - _P + 1, _W - _P + 1],
-                "That is stride 1: overlapping windows one pixel apart. A patch projection moves by a whole patch.",
-            ),
-            WrongAnswer([_D, _COLS, _ROWS], "Height comes first: 192/32 = 6 rows of patches, 320/32 = 10 columns."),
-            WrongAnswer(
-                [_LENGTH, _ROWS, _COLS],
-                "The output has one channel per output feature, d = 512; 3072 is what each kernel reads.",
-            ),
-        ),
-        whole=True,
-    ),
+    _patch_grid(192, 320),
+    _projection_params(512),
+    _conv_output(192, 320),
     _tokens_with_cls(384, 16),
     ValueExercise(
         id="8.halve-patch-attention",
@@ -320,36 +361,49 @@ CHAPTER_8_FUNCTIONS = (
     ),
 )
 
-# 8.resolution: a 224-trained ViT (p = 16, class token) run at 320×480 with its position table resized.
-_NEW_GRID = (320 // 16, 480 // 16)  # (20, 30)
-_NEW_ROWS = _NEW_GRID[0] * _NEW_GRID[1] + 1  # 601
-CHAPTER_8_RESOLUTION = (
-    ValueExercise(
+# 8.resolution: a 224-trained ViT (p = 16, class token, the chapter's worked example) run at a new
+# height×width (the book: 320×480), its position table resized. The new images are never square, so
+# the two square-image mistakes stay apart, and always larger than 224×224.
+
+
+def _resolution(height: int, width: int) -> ValueExercise:
+    """8.resolution for new images of height×width (the book: 320×480)."""
+    grid = (height // 16, width // 16)  # (20, 30) in the book
+    rows = grid[0] * grid[1] + 1  # 601 in the book
+    return ValueExercise(
         id="8.resolution",
         question=(
-            "A ViT trained on 224×224 images with 16×16 patches and a class token is run on 320×480 images "
+            f"A ViT trained on 224×224 images with 16×16 patches and a class token is run on {height}×{width} images "
             "(height × width), its position table resized by interpolation as timm does. How many rows does the "
             "new position table have?"
         ),
-        expected=_NEW_ROWS,
+        expected=rows,
         explanation=(
-            f"The patch grid becomes 320/16 × 480/16 = {_NEW_GRID[0]} × {_NEW_GRID[1]} = {_NEW_ROWS - 1} patch rows, "
+            f"The patch grid becomes {height}/16 × {width}/16 = {grid[0]} × {grid[1]} = {rows - 1} patch rows, "
             "interpolated from the 14 × 14 grid; the class token's row is kept as it is: "
-            f"{_NEW_ROWS} rows."
+            f"{rows} rows."
         ),
         hints=(
             "The patch size stays 16: count the new grid of patches.",
             "The table has one row per token, and the class token is a token.",
         ),
         wrong_answers=(
-            WrongAnswer(_NEW_ROWS - 1, "Those are the patch rows; the class token keeps its own row too."),
+            WrongAnswer(rows - 1, "Those are the patch rows; the class token keeps its own row too."),
             WrongAnswer(197, "197 is the table the model was trained with; the new image has more patches."),
-            WrongAnswer((480 // 16) ** 2 + 1, "The image is not square: 320/16 = 20 rows of 30 patches."),
-            WrongAnswer((320 // 16) ** 2 + 1, "The image is not square: 480/16 = 30 patches per row, not 20."),
-            WrongAnswer(320 * 480 // 16 + 1, "Divide each side by 16 (the patch is 16 × 16), not the area by 16."),
+            WrongAnswer(
+                grid[1] ** 2 + 1, f"The image is not square: {height}/16 = {grid[0]} rows of {grid[1]} patches."
+            ),
+            WrongAnswer(
+                grid[0] ** 2 + 1, f"The image is not square: {width}/16 = {grid[1]} patches per row, not {grid[0]}."
+            ),
+            WrongAnswer(height * width // 16 + 1, "Divide each side by 16 (the patch is 16 × 16), not the area by 16."),
         ),
         whole=True,
-    ),
-)
+        params=(Param("height", 320, (256, 320, 352, 400)), Param("width", 480, (432, 480, 560, 640))),
+        make=_resolution,
+    )
+
+
+CHAPTER_8_RESOLUTION = (_resolution(320, 480),)
 
 EXERCISES = CHAPTER_8 + CHAPTER_8_FUNCTIONS + CHAPTER_8_RESOLUTION
