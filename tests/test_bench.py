@@ -19,9 +19,15 @@ def test_tokenizer_benchmark_prints_its_table_and_ratios(capsys):
     assert "naive / fast training time" in printed and "merges identical" in printed
 
 
-def test_attention_benchmark_writes_its_csv(tmp_path, capsys):
+def test_attention_benchmark_writes_its_csv(tmp_path, capsys, monkeypatch):
     import csv
 
+    import lib.bench.attention as attention_bench
+
+    # A real run probes each case's memory in a fresh process (python -m lib.bench.attention --probe,
+    # tested below); here the probes run in this one, which saves ten starts of torch (in a warm
+    # process the naive kernel reuses freed memory, so its peak reads low: the ratios are tested apart).
+    monkeypatch.setattr(attention_bench, "peak_extra_bytes_cpu", attention_bench._probe_cpu_memory)
     out = tmp_path / "attention.csv"
     main(["attention", "--sizes", "64", "128", "--repeats", "1", "--out", str(out)])
     rows = list(csv.DictReader(out.open()))
@@ -32,7 +38,33 @@ def test_attention_benchmark_writes_its_csv(tmp_path, capsys):
     assert {row["device_name"] for row in rows} == {device_name("cpu")}  # the machine, not an implementation
     assert all(float(row["peak_extra_mib"]) >= 0 for row in rows)
     printed = capsys.readouterr().out
-    assert "tiled / sdpa time" in printed and "tiled / naive peak memory" in printed
+    assert "tiled / sdpa time" in printed and "causal / full tiled time" in printed
+
+
+def test_memory_ratios_are_each_peak_over_the_naive_one():
+    from lib.bench.attention import ratios
+
+    rows = [
+        {"impl": impl, "n": 256, "causal": False, "head_dim": 64, "median_ms": ms, "peak_extra_mib": mib}
+        for impl, ms, mib in (("naive", 4.0, 10.0), ("tiled", 2.0, 2.5), ("sdpa", 1.0, 1.0))
+    ]
+    times = {("tiled", False): [2.0, 2.2], ("sdpa", False): [1.0, 1.0]}
+    (line,) = ratios(rows, {(64, 256): times})
+    assert "tiled / sdpa time = 2.10" in line
+    assert "tiled / naive peak memory = 0.2500" in line and "sdpa / naive peak memory = 0.1000" in line
+    rows[0]["peak_extra_mib"] = None  # not measured (no /proc): no memory ratio
+    assert "peak memory" not in ratios(rows, {(64, 256): times})[0]
+
+
+def test_a_memory_probe_runs_in_a_fresh_process_and_sees_the_naive_score_matrix():
+    """The naive kernel holds B·H·N·N float32 scores (and their softmax) at its peak: the probe,
+    run as the benchmark runs it, sees at least that much."""
+    from lib.bench.attention import N_HEADS, peak_extra_bytes_cpu
+
+    n = 1024
+    scores = N_HEADS * n * n * 4
+    assert peak_extra_bytes_cpu("naive", n, 64, False) >= scores
+    assert peak_extra_bytes_cpu("tiled", n, 64, False) < scores  # a tile at a time, never the whole matrix
 
 
 def test_attention_sweep_runs(capsys):
