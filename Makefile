@@ -73,14 +73,17 @@ trained: $(STAMP)
 ## out (a stalled kernel) is run once more, and the output says so (tests/nbval_rerun.py).
 ## The tests run on TEST_WORKERS processes at once (pytest-xdist; default: one per core, at most 4,
 ## since each notebook's kernel holds a few hundred MB), each test file and each notebook whole on
-## one of them (--dist loadscope: a notebook's cells share one kernel); the sandboxed grading test
-## files take turns (tests/conftest.py).
+## one of them (--dist loadscope: a notebook's cells share one kernel). Each worker, and each kernel
+## and grader it starts, computes on one thread: with a worker per core, torch's own threads only
+## wait on each other (chapter 8's training cell took 14 s on two threads beside the other worker,
+## 3.7 s on one). Every checked output is the same on one thread as on several.
 NBVAL_CELL_TIMEOUT := 300
 TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(min(4, os.cpu_count() or 1))")
 PARALLEL := -n $(TEST_WORKERS) --dist loadscope
+ONE_THREAD := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 test: $(STAMP) trained
 	@echo "The tests: the library's and nbval over every chapter, on every core (about 5 minutes on two)"
-	$(BIN)/python -m pytest tests chapters -m "not browser" $(PARALLEL) --nbval-lax --nbval-current-env \
+	$(ONE_THREAD) $(BIN)/python -m pytest tests chapters -m "not browser" $(PARALLEL) --nbval-lax --nbval-current-env \
 	  --nbval-cell-timeout=$(NBVAL_CELL_TIMEOUT) -p tests.nbval_rerun -p no:cacheprovider
 
 ## test-avx2: every chapter under nbval again, with AVX2 kernels (an AVX2 laptop's) and every model retrained
@@ -91,7 +94,7 @@ AVX2_ENV := BOOK_CACHE_DIR=$(CURDIR)/.cache/trained-avx2 ATEN_CPU_CAPABILITY=avx
 AVX2_LEFT_OUT := $(foreach n,28 29 30 31,--deselect "chapters/02_batches_and_heads.ipynb::Cell $(n)")
 test-avx2: $(STAMP)
 	$(AVX2_ENV) $(MAKE) --no-print-directory trained
-	$(AVX2_ENV) $(BIN)/python -m pytest chapters $(PARALLEL) --nbval-lax --nbval-current-env \
+	$(AVX2_ENV) $(ONE_THREAD) $(BIN)/python -m pytest chapters $(PARALLEL) --nbval-lax --nbval-current-env \
 	  --nbval-cell-timeout=$(NBVAL_CELL_TIMEOUT) -p tests.nbval_rerun -p no:cacheprovider $(AVX2_LEFT_OUT)
 
 ## test-lib: the library tests alone (no notebooks)
