@@ -49,6 +49,8 @@ def variant_answer_tests(chapter: int, answers: dict[str, Callable[..., Any]]):
             assert grade(variant, answer).status == CORRECT, (values, answer, variant.expected)
             precise = 1e-6 if variant.whole else tolerance(variant).atol / 50
             expected = np.asarray(variant.expected, dtype=np.float64)
+            # the answer's length may depend on the params: a shape that differs is a different answer
+            assert expected.shape == np.shape(answer), (values, answer, variant.expected)
             assert np.allclose(expected, answer, atol=precise, rtol=0), (values, answer, variant.expected)
 
     return (

@@ -1,9 +1,12 @@
 """Chapter 2's varied exercises, every variant's answer computed without lib (tests/_variant_answers.py):
-shapes and parameter counts from torch's own modules, reads through torch's softmax."""
+shapes and parameter counts from torch's own modules, reads through torch's softmax; which keys a causal
+query reads from what torch's scaled_dot_product_attention mixes into its output."""
 
 import torch
 from _variant_answers import variant_answer_tests
 from torch import nn
+from torch.nn import functional as F
+from torch.nn.attention.bias import causal_lower_right
 
 
 def score_shape(b, n, m):
@@ -30,7 +33,27 @@ def concat_width(h, d_k, d_v):
     return torch.cat(heads, dim=-1).shape[-1]
 
 
+def keys_read(n, m, query, **sdpa):
+    """Which of m keys query ``query`` of n reads: SDPA with equal scores and one-hot values mixes in
+    exactly the keys its mask allows."""
+    q, k, v = torch.zeros(n, 4, dtype=torch.float64), torch.zeros(m, 4, dtype=torch.float64), torch.eye(m).double()
+    out = F.scaled_dot_product_attention(q[None], k[None], v[None], **sdpa)[0]  # (n, m)
+    return (out[query] > 0).int().tolist()
+
+
+def cache_causal_row(m, n, query):
+    i = {"second": 1, "next-to-last": n - 2}[query]  # new queries counted from 0
+    return keys_read(n, m, i, attn_mask=causal_lower_right(n, m))
+
+
+def causal_alignment(n, m, query):
+    i = {"first": 0, "last": n - 1}[query]
+    return [keys_read(n, m, i, attn_mask=causal_lower_right(n, m)), keys_read(n, m, i, is_causal=True)]
+
+
 ANSWERS = {
+    "2.cache-causal-row": cache_causal_row,
+    "2.causal-alignment": causal_alignment,
     "2.score-shape": score_shape,
     "2.mask-after-softmax": mask_after_softmax,
     "2.gqa-kv-params": gqa_kv_params,

@@ -37,7 +37,21 @@ def _floor_ms(billions, batch, cache_gb, tb_per_s):
     return float(1000 * bytes_read / (Fraction(tb_per_s) * 10**12))
 
 
+def _cache_growth(factors):
+    """Count a toy cache's entries, one key and one value per layer, sequence, token and KV head, before and
+    after N and B grow by ``factors``."""
+
+    def entries(batch, seq_len, layers=2, kv_heads=2, head_dim=3):
+        return sum(1 for _ in range(layers) for _ in range(batch) for _ in range(seq_len) for _ in ("k", "v")) * (
+            kv_heads * head_dim
+        )
+
+    n, b = factors
+    return entries(5 * b, 7 * n) / entries(5, 7)
+
+
 ANSWERS = {
+    "6.double-length-and-batch": _cache_growth,
     "6.next-position": lambda prompt: len(range(prompt)),  # positions 0..prompt-1 are taken
     "6.weights-gb": lambda billions: billions * 10**9 * 2 / 10**9,
     "6.kv-bytes": lambda **p: float(_kv_gib(**p)),

@@ -24,6 +24,18 @@ def every_variant(exercise):
         yield chosen, variants.exercise_in(exercise, chosen)
 
 
+def same_answer(a, b, atol=1e-8, rtol=1e-5) -> bool:
+    """Whether two answers are the same: the same shape (a variant's answer may be longer than the book's,
+    and a mistake need not have the answer's shape) and close entry by entry."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return a.shape == b.shape and bool(np.allclose(a, b, atol=atol, rtol=rtol))
+
+
+def test_same_answer_tells_shapes_apart():
+    assert same_answer([1, 0], [1, 0]) and not same_answer([1, 0], [1, 0, 0]) and not same_answer([1], 1)
+    assert not same_answer([[1, 1]], [1, 1]) and not same_answer([1, 1, 1], [1])  # no broadcasting
+
+
 def test_some_exercises_are_varied():
     assert VARIED, "no value exercise declares params"
 
@@ -32,7 +44,7 @@ def test_some_exercises_are_varied():
 def test_the_book_shows_the_defaults(exercise):
     made = exercise.make(**variants.defaults(exercise))
     assert made.id == exercise.id and made.question == exercise.question
-    assert np.allclose(made.expected, exercise.expected)
+    assert same_answer(made.expected, exercise.expected)
     assert [w.feedback for w in made.wrong_answers] == [w.feedback for w in exercise.wrong_answers]
 
 
@@ -44,8 +56,9 @@ def test_every_variant_accepts_its_answer_and_names_each_mistake_apart(exercise)
         points = [variant.expected] + [w.value for w in variant.wrong_answers]
         for i, a in enumerate(points):
             for b in points[i + 1 :]:
-                assert not np.allclose(a, b, atol=2 * rule.atol, rtol=rule.rtol), (variant.question, a, b)
+                assert not same_answer(a, b, atol=2 * rule.atol, rtol=rule.rtol), (variant.question, a, b)
         for wrong in variant.wrong_answers:
+            # (a mistake of another shape than the answer is never named: the grader reads it as misshapen)
             assert grade(variant, wrong.value).mistake == wrong.feedback, (variant.question, wrong.value)
         for param in exercise.params:  # the question shows the numbers the answer is computed from
             assert param.shown(chosen[param.name]) in variant.question, (param.name, variant.question)
@@ -95,7 +108,7 @@ def test_check_grades_a_copy_against_its_students_numbers(tmp_path, monkeypatch)
         ada, grace = own["ada"][exercise.id], own["grace"][exercise.id]
         (tmp_path / variants.VARIANT_FILE).write_text("ada\n")
         assert check(exercise.id, ada.expected).correct
-        if not np.allclose(ada.expected, grace.expected, atol=2 * tolerance(ada).atol):
+        if not same_answer(ada.expected, grace.expected, atol=2 * tolerance(ada).atol):
             assert not check(exercise.id, grace.expected).correct  # a classmate's answer is wrong for you
         (tmp_path / variants.VARIANT_FILE).unlink()
         assert check(exercise.id, book[exercise.id].expected).correct  # the book's numbers outside a copy

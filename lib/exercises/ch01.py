@@ -214,8 +214,8 @@ def _masked_read(s1: float, s2: int, x: int) -> ValueExercise:
             ),
             WrongAnswer(
                 [float(x), 2.0],
-                "That is the value of the best allowed key. Attention does not pick a winner: after the mask, "
-                "keys 1 and 3 still share the weight.",
+                "That is key 3's value alone. Attention does not pick one key: after the mask, keys 1 and 3 "
+                f"share the weight, softmax([{s1}, 0]), and key 1, with the higher score, gets more of it.",
             ),
         ),
         decimals=2,

@@ -191,101 +191,164 @@ def _mask_after_softmax(v1: int, v2: int, v3: int) -> ValueExercise:
     )
 
 
-CHAPTER_2 = (
-    _score_shape(4, 10, 6),
-    _mask_after_softmax(1, 3, 8),
-    ValueExercise(
+_ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth")
+
+
+def _row(reads: int, length: int) -> list[int]:
+    """A 0/1 row of ``length`` keys that reads keys 0..reads-1."""
+    return [int(j < reads) for j in range(length)]
+
+
+def _cache_causal_row(m: int, n: int, query: str) -> ValueExercise:
+    """2.cache-causal-row: a cache of ``m`` keys, the ``n`` newest new, and the ``query`` new query ("second"
+    or "next-to-last"; the book: 7, 3, "second"). The query is never the first or the last new one (the
+    first's off-by-one row would be the cache alone, the last's row everything), and m - n ≥ 3 keeps the
+    top-left row apart from the off-by-one one. Where the top-left row is the cache alone (i + 1 = m - n),
+    one answer carries both mistakes, and its feedback names both."""
+    i = 1 if query == "second" else n - 2
+    p = m - n + i  # the query's absolute position: aligned bottom-right
+    answer = _row(p + 1, m)
+    before = _ORDINALS[i - 1]
+    top_left = (
+        "That is top-left alignment (query i reads keys 0..i), what torch's SDPA is_causal does when N ≠ M. "
+        "The new queries are the last N positions: align bottom-right."
+    )
+    cached_only = (
+        f"You let the query read only the cached keys. The cache holds the {n} new tokens' keys too, and a "
+        "causal query reads every key up to its own position, itself included."
+    )
+    if i + 1 == m - n:
+        named = [WrongAnswer(_row(i + 1, m), f"{top_left} (Or {cached_only[0].lower()}{cached_only[1:]})")]
+    else:
+        named = [WrongAnswer(_row(i + 1, m), top_left)]
+    last_note = (
+        "That is the last new query's row (or you" if i + 1 == n - 1 else "That is the next new query's row (you"
+    )
+    named += [
+        WrongAnswer(
+            [1 - r for r in answer],
+            "The polarity is flipped: 1 marks the keys the query MAY read (SDPA's and our convention).",
+        ),
+        WrongAnswer(
+            _row(p + 2, m),
+            f"{last_note} counted the new queries from 1: {m} - {n} + {i + 1} = {p + 1}). Counting from 0, the "
+            f"{query} new query is i = {i}, at position {p}, and may not read key {p + 1}.",
+        ),
+        WrongAnswer(
+            _row(p, m),
+            f"Off by one: that is the {before} new query's row, position {p - 1}. The {query} new query is i = {i}, "
+            f"at position M - N + i = {p}, and reads itself too.",
+        ),
+        WrongAnswer(
+            [int(m - n <= j <= p) for j in range(m)],
+            "You let the query read only the new tokens. The cached keys are the past of every new "
+            "token: a causal query reads the whole cache before it, then the new tokens up to itself.",
+        ),
+    ]
+    if i + 1 != m - n:
+        named.append(WrongAnswer(_row(m - n, m), cached_only))
+    named.append(
+        WrongAnswer(
+            [int(j == p) for j in range(m)],
+            "A causal query reads every key up to and including its own position, not only its own key.",
+        )
+    )
+    return ValueExercise(
         id="2.cache-causal-row",
         question=(
-            "A KV cache holds M = 7 keys (the 3 newest tokens included), and the queries of those N = 3 "
-            "new tokens attend causally. Which keys may the second new query read? Answer with a 0/1 "
-            "list of length 7."
+            f"A KV cache holds M = {m} keys (the {n} newest tokens included), and the queries of those N = {n} "
+            f"new tokens attend causally. Which keys may the {query} new query read? Answer with a 0/1 "
+            f"list of length {m}."
         ),
-        expected=[1, 1, 1, 1, 1, 1, 0],
+        expected=answer,
         explanation=(
-            "Aligned bottom-right, the new query i sits at absolute position M - N + i = 7 - 3 + 1 = 5 and "
-            "reads keys 0..5."
+            f"Aligned bottom-right, the new query i sits at absolute position M - N + i = {m} - {n} + {i} = {p} and "
+            f"reads keys 0..{p}."
         ),
         hints=("The last new query is the last token and reads everything; count back from there.",),
-        wrong_answers=(
-            WrongAnswer(
-                [1, 1, 0, 0, 0, 0, 0],
-                "That is top-left alignment (query i reads keys 0..i), what torch's SDPA is_causal does "
-                "when N ≠ M. The new queries are the last N positions: align bottom-right.",
-            ),
-            WrongAnswer(
-                [0, 0, 0, 0, 0, 0, 1],
-                "The polarity is flipped: 1 marks the keys the query MAY read (SDPA's and our convention).",
-            ),
-            WrongAnswer(
-                [1, 1, 1, 1, 1, 1, 1],
-                "That is the last new query's row (or you counted the new queries from 1: 7 - 3 + 2 = 6). "
-                "Counting from 0, the second new query is i = 1, at position 5, and may not read key 6.",
-            ),
-            WrongAnswer(
-                [1, 1, 1, 1, 1, 0, 0],
-                "Off by one: that is the first new query's row, position 4. The second new query is i = 1, "
-                "at position M - N + i = 5, and reads itself too.",
-            ),
-            WrongAnswer(
-                [0, 0, 0, 0, 1, 1, 0],
-                "You let the query read only the new tokens. The cached keys are the past of every new "
-                "token: a causal query reads the whole cache before it, then the new tokens up to itself.",
-            ),
-            WrongAnswer(
-                [1, 1, 1, 1, 0, 0, 0],
-                "You let the query read only the cached keys. The cache holds the 3 new tokens' keys too, "
-                "and a causal query reads every key up to its own position, itself included.",
-            ),
-            WrongAnswer(
-                [0, 0, 0, 0, 0, 1, 0],
-                "A causal query reads every key up to and including its own position, not only its own key.",
-            ),
-        ),
+        wrong_answers=tuple(named),
         whole=True,
-    ),
-    ValueExercise(
+        params=(Param("m", 7, (7, 9, 12)), Param("n", 3, (3, 4)), Param("query", "second", ("second", "next-to-last"))),
+        make=_cache_causal_row,
+    )
+
+
+def _keys(reads: list[int]) -> str:
+    """The keys a 0/1 row reads, in words: [1, 1, 1] -> 'keys 0, 1 and 2', [1, 0] -> 'key 0'."""
+    read = [str(j) for j, r in enumerate(reads) if r]
+    return f"key {read[0]}" if len(read) == 1 else "keys " + ", ".join(read[:-1]) + f" and {read[-1]}"
+
+
+def _causal_alignment(n: int, m: int, query: str) -> ValueExercise:
+    """2.causal-alignment: ``n`` queries against ``m`` > ``n`` keys, asking about the ``query`` one ("first" or
+    "last"; the book: 1, 3, "first", the lone query). The book aligns bottom-right, SDPA top-left."""
+    i = 0 if query == "first" else n - 1
+    p = m - n + i  # the query's position under the book's bottom-right alignment
+    book, sdpa = _row(p + 1, m), _row(i + 1, m)
+    who = "the lone query" if n == 1 else f"the {query} query"
+    who_sdpa = f"its query {i}"
+    book_reads = "all three keys" if m == 3 and p == 2 else "every key" if p == m - 1 else _keys(book)
+    return ValueExercise(
         id="2.causal-alignment",
         question=(
-            "One query (N = 1) reads three keys (M = 3) with a causal mask. Which keys may it read, "
-            "as 1 (may read) or 0 (may not) per key: first under the book's is_causal=True, then "
+            f"Causal attention runs N queries against M keys, with N = {n} and M = {m}. Which keys may the "
+            f"{query} query read, as 1 (may read) or 0 (may not) per key, under the book's is_causal=True and "
             "under torch's scaled_dot_product_attention(is_causal=True)? Answer [[book], [SDPA]]."
         ),
-        expected=[[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]],
+        expected=[[float(r) for r in book], [float(r) for r in sdpa]],
         explanation=(
-            "The book aligns bottom-right: the lone query is the newest token, at position M - N = 2, and "
-            "reads keys 0, 1, 2. SDPA aligns top-left: its query 0 sits at position 0 and reads key 0 only."
+            f"The book aligns bottom-right: {who} is query {i}, at position M - N + {i} = {p}, and reads "
+            f"{_keys(book)}. SDPA aligns top-left: {who_sdpa} sits at position {i} and reads {_keys(sdpa)} only."
+            if n > 1
+            else f"The book aligns bottom-right: the lone query is the newest token, at position M - N = {p}, and "
+            f"reads keys {', '.join(map(str, range(m)))}. SDPA aligns top-left: its query 0 sits at position 0 "
+            "and reads key 0 only."
         ),
-        hints=("Where does each convention put query 0: at position M - N + 0, or at position 0?",),
+        hints=(f"Where does each convention put query {i}: at position M - N + {i}, or at position {i}?",),
         wrong_answers=(
             WrongAnswer(
-                [[1.0, 0.0, 0.0], [1.0, 1.0, 1.0]],
-                "You swapped the two conventions: the book aligns bottom-right (the query is the last "
-                "position), SDPA top-left (the query is position 0).",
+                [sdpa, book],
+                "You swapped the two conventions: the book aligns bottom-right "
+                + (
+                    "(the query is the last position), SDPA top-left (the query is position 0)."
+                    if n == 1
+                    else "(the queries are the last N positions), SDPA top-left (they are positions 0, 1, ...)."
+                ),
             ),
             WrongAnswer(
-                [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]],
-                "The book's answer is right, but SDPA aligns top-left when N ≠ M: its query 0 sits at "
-                "position 0 and may read key 0 only.",
+                [book, book],
+                f"The book's answer is right, but SDPA aligns top-left when N ≠ M: {who_sdpa} sits at "
+                f"position {i} and may read {_keys(sdpa)} only.",
             ),
             WrongAnswer(
-                [[1.0, 0.0, 0.0], [1.0, 0.0, 0.0]],
-                "SDPA's answer is right, but the book aligns bottom-right: the lone query is the newest "
-                "token, at position M - N = 2, so it reads all three keys.",
+                [sdpa, sdpa],
+                f"SDPA's answer is right, but the book aligns bottom-right: {who} is "
+                + ("the newest token, " if n == 1 else "")
+                + f"at position M - N{'' if n == 1 else f' + {i}'} = {p}, so it reads {book_reads}.",
             ),
             WrongAnswer(
-                [[0.0, 0.0, 0.0], [0.0, 1.0, 1.0]],
+                [[1 - r for r in book], [1 - r for r in sdpa]],
                 "The polarity is flipped: you marked the keys the query may NOT read. Here, as in SDPA's "
                 "boolean masks, 1 (True) means 'may read'.",
             ),
             WrongAnswer(
-                [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]],
+                [[int(j == p) for j in range(m)], sdpa],
                 "A causal query reads every key up to and including its own position, not only its own: "
-                "at position 2 that is keys 0, 1 and 2.",
+                f"at position {p} that is {_keys(book)}.",
             ),
         ),
         whole=True,
-    ),
+        # m > n keeps the two conventions apart
+        params=(Param("n", 1, (1, 2)), Param("m", 3, (3, 5, 6)), Param("query", "first", ("first", "last"))),
+        make=_causal_alignment,
+    )
+
+
+CHAPTER_2 = (
+    _score_shape(4, 10, 6),
+    _mask_after_softmax(1, 3, 8),
+    _cache_causal_row(7, 3, "second"),
+    _causal_alignment(1, 3, "first"),
     _gqa_kv_params(768, 12, 4),
     _concat_width(4, 12, 24),
 )

@@ -17,11 +17,6 @@ from lib.exercises.base import Case, FunctionExercise, ValueExercise, WrongAnswe
 from lib.rope import apply_rope
 from lib.variants import Param
 
-# --- shifted targets and causal reads -----------------------------------------------------
-# Seven input tokens t0..t6. The representation at position i predicts token i+1, so the one
-# that predicts t5 sits at position 4 and may read positions 0..4.
-_READS_FOR_T5 = [1, 1, 1, 1, 1, 0, 0]
-
 # --- RoPE scores, one pair ---------------------------------------------------------------
 # q = k = [1, 0], frequency π/10: the score is cos((n - m)·π/10), whatever m and n are.
 _THETA = math.pi / 10
@@ -29,14 +24,6 @@ _THETA = math.pi / 10
 # q = [1, 0], k = [0, 1], frequency π/12, m = 3, n (the book: 7): (R_m q)·(R_n k) = -sin((n - m)·π/12).
 _THETA_GAP = math.pi / 12
 _QM = 3
-
-# --- permutation ---------------------------------------------------------------------------
-_ORDER = [2, 0, 3, 1]  # the permuted input is [x2, x0, x3, x1]
-_INVERSE = [_ORDER.index(i) for i in range(4)]  # [1, 3, 0, 2]
-
-# --- cross-attention ---------------------------------------------------------------------------
-# Source of 7 positions, the last one padding; 4 target tokens. Cross-attention has no causal mask.
-_CROSS_ROW = [1, 1, 1, 1, 1, 1, 0]
 
 # --- pair frequencies ------------------------------------------------------------------------
 
@@ -219,64 +206,92 @@ def _gap_score(n: int) -> ValueExercise:
     )
 
 
-CHAPTER_3 = (
-    ValueExercise(
+_NUMBER_WORDS = {1: "one", 2: "two"}
+
+
+def _count(length: int) -> str:
+    """The book writes its seven tokens as a word; a variant's count is written in digits."""
+    return "seven" if length == 7 else str(length)
+
+
+def _causal_reads(length: int, target: int) -> ValueExercise:
+    """3.causal-reads: ``length`` input tokens, the prediction of t_target (the book: seven, t5). The target
+    is at least 2 and at most length - 2, so reading one position more or less stays a mistake of its own."""
+    p = target - 1  # position i predicts token i + 1
+    count = _count(length)
+    answer = [int(j <= p) for j in range(length)]
+    return ValueExercise(
         id="3.causal-reads",
         question=(
-            "A causal language model is trained on seven input tokens t0..t6 with shifted targets. "
-            "The representation that predicts t5: which input positions may it read? Answer with "
-            "seven numbers, 1 where it may read and 0 where it may not."
+            f"A causal language model is trained on {count} input tokens t0..t{length - 1} with shifted targets. "
+            f"The representation that predicts t{target}: which input positions may it read? Answer with "
+            f"{count} numbers, 1 where it may read and 0 where it may not."
         ),
-        expected=_READS_FOR_T5,
+        expected=answer,
         explanation=(
-            "Position i predicts token i+1, so t5 is predicted at position 4, which reads 0..4. "
-            "Reading position 5 would show it the very token it must predict."
+            f"Position i predicts token i+1, so t{target} is predicted at position {p}, which reads 0..{p}. "
+            f"Reading position {target} would show it the very token it must predict."
         ),
-        hints=("Which position's output is trained to predict t5? A causal query at i reads keys j ≤ i.",),
+        hints=(f"Which position's output is trained to predict t{target}? A causal query at i reads keys j ≤ i.",),
         wrong_answers=(
             WrongAnswer(
-                [1, 1, 1, 1, 1, 1, 0],
-                "That reads position 5, the token being predicted: with shifted targets the prediction of "
-                "t5 comes from position 4, and letting it see t5 would leak the answer.",
+                [int(j <= target) for j in range(length)],
+                f"That reads position {target}, the token being predicted: with shifted targets the prediction of "
+                f"t{target} comes from position {p}, and letting it see t{target} would leak the answer.",
             ),
             WrongAnswer(
-                [0, 0, 0, 0, 1, 1, 1],
+                [int(j >= p) for j in range(length)],
                 "That is the transposed triangle (j ≥ i): it reads itself and the future. A causal query "
                 "reads itself and the past, keys j ≤ i.",
             ),
             WrongAnswer(
-                [0, 0, 0, 0, 0, 1, 1],
+                [1 - r for r in answer],
                 "The polarity is flipped: you marked the positions it may NOT read. Here 1 (True) means "
                 "'may read', as in torch's scaled_dot_product_attention.",
             ),
             WrongAnswer(
-                [1, 1, 1, 1, 0, 0, 0],
-                "Off by one the other way: position 4 may read itself. Keys 0..i, inclusive.",
+                [int(j < p) for j in range(length)],
+                f"Off by one the other way: position {p} may read itself. Keys 0..i, inclusive.",
             ),
             WrongAnswer(
-                [1, 1, 1, 1, 1, 1, 1],
+                [1] * length,
                 "That is bidirectional (encoder) attention: without the causal mask every prediction "
                 "could read the tokens it is trained to predict.",
             ),
         ),
         whole=True,
-    ),
-    _passes(9, 9),
-    _shifted_score(13, 16),
-    _gap_score(7),
-    ValueExercise(
+        params=(
+            Param("length", 7, (7, 9, 10), shown=_count),
+            Param("target", 5, (3, 4, 5)),
+        ),
+        make=_causal_reads,
+    )
+
+
+def _xs(order: tuple[int, ...]) -> str:
+    """(2, 0, 3, 1) -> 'x2, x0, x3, x1', as the question writes the tokens fed in."""
+    return ", ".join(f"x{i}" for i in order)
+
+
+def _permuted_outputs(order: tuple[int, ...]) -> ValueExercise:
+    """3.permuted-outputs with the tokens fed in the order ``order`` (the book: x2, x0, x3, x1). No order is
+    its own inverse, so the inverse permutation stays a mistake apart from the answer."""
+    answer = list(order)
+    inverse = [answer.index(i) for i in range(len(answer))]
+    ys = ", ".join(f"y{i}" for i in order)
+    return ValueExercise(
         id="3.permuted-outputs",
         question=(
             "Self-attention with no positions and no mask maps tokens [x0, x1, x2, x3] to outputs "
-            "[y0, y1, y2, y3]. Now feed [x2, x0, x3, x1]. The output rows are which y's, in order? Answer "
+            f"[y0, y1, y2, y3]. Now feed [{_xs(order)}]. The output rows are which y's, in order? Answer "
             "with their indices, e.g. [0, 1, 2, 3] for y0, y1, y2, y3."
         ),
-        expected=_ORDER,
+        expected=answer,
         explanation=(
-            "Permutation equivariance: permuting the inputs permutes the outputs the same way, [y2, y0, y3, y1]. "
+            f"Permutation equivariance: permuting the inputs permutes the outputs the same way, [{ys}]. "
             "Each token's output depends on its own query and the unordered set of keys and values."
         ),
-        hints=("Which output does token x2 get, wherever it sits?",),
+        hints=(f"Which output does token x{order[0]} get, wherever it sits?",),
         wrong_answers=(
             WrongAnswer(
                 [0, 1, 2, 3],
@@ -284,61 +299,100 @@ CHAPTER_3 = (
                 "each token carries its own output along.",
             ),
             WrongAnswer(
-                _INVERSE,
-                "That is the inverse permutation. Row 0 holds x2's output, y2: the outputs follow the inputs.",
+                inverse,
+                f"That is the inverse permutation. Row 0 holds x{order[0]}'s output, y{order[0]}: the outputs "
+                "follow the inputs.",
             ),
             WrongAnswer(
-                [i + 1 for i in _ORDER],
+                [i + 1 for i in answer],
                 "The order is right, but counted from 1: the outputs are y0..y3, so answer with indices from 0, "
                 "as the example [0, 1, 2, 3] does.",
             ),
             WrongAnswer(
-                [i + 1 for i in _INVERSE],
-                "That is the inverse permutation, and counted from 1. Row 0 holds x2's output, y2: the outputs "
-                "follow the inputs, indexed from 0.",
+                [i + 1 for i in inverse],
+                f"That is the inverse permutation, and counted from 1. Row 0 holds x{order[0]}'s output, "
+                f"y{order[0]}: the outputs follow the inputs, indexed from 0.",
             ),
         ),
         whole=True,
-    ),
-    ValueExercise(
+        params=(Param("order", (2, 0, 3, 1), ((2, 0, 3, 1), (3, 2, 0, 1), (1, 3, 2, 0), (2, 3, 1, 0)), shown=_xs),),
+        make=_permuted_outputs,
+    )
+
+
+def _cross_attention_row(source: int, padding: int, targets: int, query: int) -> ValueExercise:
+    """3.cross-attention-row: a source of ``source`` positions, the last ``padding`` of them padding, and
+    ``targets`` target tokens; which source positions target query ``query`` reads (the book: 7, 1, 4, 1).
+    The answer is the source's padding mask alone. A causal mask aligned bottom-right would put the query at
+    position source - targets + query; where that is the last real position (4 targets, 2 padding, query 1)
+    the mistake reads what the answer reads, and is left out."""
+    real = source - padding
+    answer = [int(j < real) for j in range(source)]
+    at = source - targets + query  # the query's position under a bottom-right causal mask
+    pad_words = _NUMBER_WORDS[padding]
+    at_padding = str(real) if padding == 1 else f"{real}..{source - 1}"
+    named = [
+        WrongAnswer(
+            [int(j <= query) for j in range(source)],
+            "That applies a causal mask (top-left: query i reads keys 0..i) to cross-attention. Causality "
+            "orders the target tokens among themselves; the source is read whole.",
+        )
+    ]
+    if at != real - 1:
+        named.append(
+            WrongAnswer(
+                [int(j <= at) for j in range(source)],
+                f"That applies a causal mask aligned bottom-right (query i at position M - N + i = {at}). "
+                "Cross-attention has no causal mask: the source is known before decoding starts.",
+            )
+        )
+    named += [
+        WrongAnswer(
+            [1] * source,
+            f"That reads the padding position{'' if padding == 1 else 's'} too. The padding mask removes source "
+            f"position{'' if padding == 1 else 's'} {at_padding} as {'a key' if padding == 1 else 'keys'} for every "
+            "query.",
+        ),
+        WrongAnswer(
+            [1 - r for r in answer],
+            "The polarity is flipped: you marked the positions it may NOT read. Here 1 (True) means "
+            "'may read', as in torch's scaled_dot_product_attention.",
+        ),
+    ]
+    return ValueExercise(
         id="3.cross-attention-row",
         question=(
-            "A translation model's encoder reads a source of 7 positions, the last one padding; its "
-            "decoder has produced 4 target tokens. Which source positions may the cross-attention query "
-            "of target token 1 (counting from 0) read? Answer with seven numbers, 1 where it may read "
-            "and 0 where it may not."
+            f"A translation model's encoder reads a source of {source} positions, the last {pad_words} padding; its "
+            f"decoder has produced {targets} target tokens. Which source positions may the cross-attention query "
+            f"of target token {query} (counting from 0) read? Answer with one number per source position, 1 where "
+            "it may read and 0 where it may not."
         ),
-        expected=_CROSS_ROW,
+        expected=answer,
         explanation=(
             "Cross-attention reads the encoder's outputs, the whole source, which is known before decoding "
             "starts: no causal mask applies to it, only the source's padding. Every target query reads "
-            "source positions 0..5 and never the padding at 6."
+            f"source positions 0..{real - 1} and never the padding at {at_padding}."
         ),
         hints=("Which sequence do the keys come from, and is any of it in the target's future?",),
-        wrong_answers=(
-            WrongAnswer(
-                [1, 1, 0, 0, 0, 0, 0],
-                "That applies a causal mask (top-left: query i reads keys 0..i) to cross-attention. Causality "
-                "orders the target tokens among themselves; the source is read whole.",
-            ),
-            WrongAnswer(
-                [1, 1, 1, 1, 1, 0, 0],
-                "That applies a causal mask aligned bottom-right (query i at position M - N + i = 4). "
-                "Cross-attention has no causal mask: the source is known before decoding starts.",
-            ),
-            WrongAnswer(
-                [1, 1, 1, 1, 1, 1, 1],
-                "That reads the padding position too. The padding mask removes source position 6 as a key for "
-                "every query.",
-            ),
-            WrongAnswer(
-                [0, 0, 0, 0, 0, 0, 1],
-                "The polarity is flipped: you marked the positions it may NOT read. Here 1 (True) means "
-                "'may read', as in torch's scaled_dot_product_attention.",
-            ),
-        ),
+        wrong_answers=tuple(named),
         whole=True,
-    ),
+        params=(
+            Param("source", 7, (7, 8, 10)),
+            Param("padding", 1, (1, 2), shown=lambda n: _NUMBER_WORDS[n]),
+            Param("targets", 4, (4, 5, 6)),
+            Param("query", 1, (0, 1)),
+        ),
+        make=_cross_attention_row,
+    )
+
+
+CHAPTER_3 = (
+    _causal_reads(7, 5),
+    _passes(9, 9),
+    _shifted_score(13, 16),
+    _gap_score(7),
+    _permuted_outputs((2, 0, 3, 1)),
+    _cross_attention_row(7, 1, 4, 1),
     _pair_period(32, 128),
 )
 

@@ -456,31 +456,72 @@ def _weights_gb(billions: int) -> ValueExercise:
     )
 
 
-EXERCISES = (
-    ValueExercise(
+_GROWTH = {2: "doubles", 3: "triples", 4: "quadruples"}
+
+
+def _shown_factors(factors: tuple[int, int]) -> str:
+    """What a server does to (N, B): (2, 2) -> 'doubles both', (3, 2) -> 'multiplies N by 3 and B by 2'."""
+    n, b = factors
+    if n == b:
+        return f"{_GROWTH[n]} both"
+    return f"multiplies N by {n} and B by {b}"
+
+
+def _double_length_and_batch(factors: tuple[int, int]) -> ValueExercise:
+    """6.double-length-and-batch: the cache length N and the batch B grow by ``factors`` (the book: both
+    doubled). The choices keep the answer, each single factor, the quadratic reading and 1 apart."""
+    n, b = factors
+    growth = n * b
+    if n == b:
+        one_factor = [
+            WrongAnswer(
+                float(n),
+                f"You {_GROWTH[n][:-1]}d only one of the two factors: both B and N appear in the formula, once each.",
+            )
+        ]
+    else:
+        one_factor = [
+            WrongAnswer(
+                float(n),
+                f"You multiplied by N's factor {n} only: B grows by {b} too, and both appear in "
+                "the formula, once each.",
+            ),
+            WrongAnswer(
+                float(b),
+                f"You multiplied by B's factor {b} only: N grows by {n} too, and both appear in "
+                "the formula, once each.",
+            ),
+        ]
+    return ValueExercise(
         id="6.double-length-and-batch",
         question=(
-            "A server doubles both the cache length N and the number of active sequences B. "
-            "By what factor does the KV cache grow?"
+            "A server changes the cache length N and the number of active sequences B: it "
+            f"{_shown_factors(factors)}. By what factor does the KV cache grow?"
             " Give it to 1 decimal place."
         ),
-        expected=4.0,
+        expected=float(growth),
         explanation=(
-            "KV bytes = 2·L·B·N·h_kv·d_h·s is linear in B and linear in N: 2 × 2 = 4. This is not the "
+            f"KV bytes = 2·L·B·N·h_kv·d_h·s is linear in B and linear in N: {n} × {b} = {growth}. This is not the "
             "quadratic prefill attention term, nor the roughly linear attention read of each decode step."
         ),
         hints=("Which factors of 2·L·B·N·h_kv·d_h·s change, and is the formula linear or quadratic in each?",),
         wrong_answers=(
-            WrongAnswer(2.0, "You doubled only one of the two factors: both B and N appear in the formula, once each."),
+            *one_factor,
             WrongAnswer(
-                8.0,
+                float(n * n * b),
                 "You treated the cache as quadratic in N, like the N×N attention scores of prefill. The cache "
-                "stores one key and one value per token: it is linear in N (and in B), so 2 × 2 = 4.",
+                f"stores one key and one value per token: it is linear in N (and in B), so {n} × {b} = {growth}.",
             ),
             WrongAnswer(1.0, "The cache size is not fixed: it grows with every token and every sequence it holds."),
         ),
         decimals=1,
-    ),
+        params=(Param("factors", (2, 2), ((2, 2), (3, 2), (2, 3), (4, 2), (3, 3)), shown=_shown_factors),),
+        make=_double_length_and_batch,
+    )
+
+
+EXERCISES = (
+    _double_length_and_batch((2, 2)),
     _kv_bytes(40, 8, 4, 2048),
     _gqa_cache(16, 8),
     _blocks_needed(1000, 1010, 1024),

@@ -99,13 +99,14 @@ def _projection_params(d: int) -> ValueExercise:
 
 
 def _conv_output(height: int, width: int) -> ValueExercise:
-    """8.conv-output: the book's conv (d = 512, p = 32) on one height×width image (the book: 192×320)."""
+    """8.conv-output: a patch projection with d = 512, p = 32, on one height×width image (the book: 192×320).
+    Its d stays 512 whatever 8.projection-params drew: the question does not call it that projection."""
     rows, cols = height // _P, width // _P
     return ValueExercise(
         id="8.conv-output",
         question=(
-            f"The same projection as nn.Conv2d(3, 512, kernel_size=32, stride=32), applied to one {height}×{width} "
-            "image, gives an output of shape (512, h, w). What are [512, h, w]?"
+            f"A patch projection written as nn.Conv2d(3, 512, kernel_size=32, stride=32), applied to one "
+            f"{height}×{width} image, gives an output of shape (512, h, w). What are [512, h, w]?"
         ),
         expected=[_D, rows, cols],
         explanation=(
