@@ -41,13 +41,26 @@ ROSTER = ["=1+1", HYPERLINK, "mary ann", "mary_ann", "zoe"]
 COMMON = ["--seed", "5", "--chapters", "1,2", "--partial", "--jobs", "2", "--time-limit", "120"]
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
+def _start(*args: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run(
-        [sys.executable, "-m", "lib.student", *args], capture_output=True, text=True, timeout=900, env=env, cwd=ROOT
+    return subprocess.Popen(
+        [sys.executable, "-m", "lib.student", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done
+
+
+def _finish(process: subprocess.Popen) -> subprocess.CompletedProcess:
+    stdout, stderr = process.communicate(timeout=900)
+    assert process.returncode == 0, stdout + stderr
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return _finish(_start(*args))
 
 
 def _outputs(folder: Path, name: str) -> list[str]:
@@ -162,16 +175,21 @@ def test_shards_merged_equal_one_run_and_update_regrades_one_student(batch, tmp_
     out, args = batch["out"], batch["args"]
     students = {Path(p).parent.name for p in batch["notebooks"]}
     assert {s for s in students if in_shard(s, 1, 2)} and {s for s in students if in_shard(s, 2, 2)}
-    for k in (1, 2):
-        _cli("grade", *args, "--shard", f"{k}/2", "--gradebook", str(tmp_path / f"part{k}.json"))
+    # the two shards and an --update of one student's chapter (now wrong) are graded at once, as
+    # separate machines would grade them
+    shutil.copy(out / "full.json", tmp_path / "book.json")
+    wrong = write_notebook(tmp_path / "mary_ann" / BOOK_1, "check('1.equal-scores', [2, 0])")
+    runs = [_start("grade", *args, "--shard", f"{k}/2", "--gradebook", str(tmp_path / f"part{k}.json")) for k in (1, 2)]
+    runs.append(
+        _start("grade", str(wrong), "--update", str(tmp_path / "book.json"), "--csv", str(tmp_path / "book.csv"))
+    )
+    for run in runs:
+        _finish(run)
     _cli("merge", str(tmp_path / "part1.json"), str(tmp_path / "part2.json"), "--overrides", str(out / "overrides.csv"),
          *_outputs(tmp_path, "merged"))  # fmt: skip
     assert (tmp_path / "merged.csv").read_bytes() == (out / "full.csv").read_bytes()
     assert (tmp_path / "merged.summary.md").read_bytes() == (out / "full.summary.md").read_bytes()
-    # --update: one student's chapter regraded (now wrong), every other row kept, the override still applied
-    shutil.copy(out / "full.json", tmp_path / "book.json")
-    wrong = write_notebook(tmp_path / "mary_ann" / BOOK_1, "check('1.equal-scores', [2, 0])")
-    _cli("grade", str(wrong), "--update", str(tmp_path / "book.json"), "--csv", str(tmp_path / "book.csv"))
+    # --update: every other row kept, the override still applied
     before = {(r["student"], r["chapter"]): r for r in _rows(out / "full.csv")}
     after = {(r["student"], r["chapter"]): r for r in _rows(tmp_path / "book.csv")}
     assert after.keys() == before.keys() and after[("mary_ann", "1")]["points"] == "0"
