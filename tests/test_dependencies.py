@@ -109,3 +109,18 @@ def test_every_requirement_is_pinned_by_the_constraints_at_a_version_it_admits()
     if sys.version_info >= (3, 11):  # the constraints apply from Python 3.11 (their markers say so)
         assert not unpinned, f"constraints.txt pins none of: {unpinned}"
     assert not outside, "; ".join(outside)
+
+
+def test_nbformat_starts_without_building_an_iri_grammar():
+    """Every graded notebook's worker and every grading command imports nbformat, which imports
+    jsonschema's format checkers; from jsonschema 4.24 these import rfc3987-syntax (pulled in by
+    jupyter-events' format-nongpl extra), which builds a grammar at import: 2 s per process. The
+    pinned jsonschema does not ask for it, and the pins do not install it."""
+    import subprocess
+    from importlib.metadata import requires
+
+    pins = {_name(c.name) for c in _requirements(ROOT / "constraints.txt")}
+    assert "rfc3987-syntax" not in pins
+    assert not [r for r in requires("jsonschema") or [] if _name(r) == "rfc3987-syntax"]
+    code = "import sys, nbformat; print('rfc3987_syntax' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
