@@ -115,3 +115,26 @@ def test_check_grades_a_copy_against_its_students_numbers(tmp_path, monkeypatch)
         monkeypatch.setenv(variants.VARIANT_ENV, "grace")
         assert check(exercise.id, grace.expected).correct
         monkeypatch.delenv(variants.VARIANT_ENV)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_every_chapters_copy_asks_each_student_their_own_numbers(chapter, tmp_path):
+    """A student's copy of a chapter is the book's text with that student's numbers written into
+    every question (nothing left as {{ }}); two students' copies differ wherever a question is varied."""
+    import nbformat
+
+    from lib.student import make_student_copy
+
+    book = nbformat.read(chapter, as_version=4)
+    varied = {c.id: c.source for c in book.cells if c.cell_type == "markdown" and "{{ ex_" in c.source}
+    texts = {}
+    for name in ("ada", "grace"):
+        copy, _ = make_student_copy(chapter, tmp_path / name, variant=name)
+        cells = {c.id: c.source for c in nbformat.read(copy, as_version=4).cells if c.cell_type == "markdown"}
+        numbers = variants.substitutions(name)
+        assert all("{{ ex_" not in source for source in cells.values())
+        for cell_id, source in varied.items():
+            assert cells[cell_id] == variants.render(source, numbers), (name, cell_id)
+        texts[name] = [cells[cell_id] for cell_id in varied]
+    differing = sum(a != b for a, b in zip(texts["ada"], texts["grace"], strict=True))
+    assert differing >= 0.6 * len(varied), (differing, len(varied))
