@@ -36,6 +36,9 @@ from typing import Any
 __all__ = ["UnsafePickle", "safe_loads"]
 
 
+# The builtin singletons a function's constants may name: values, nothing to call.
+_CONSTANTS = {("builtins", "Ellipsis"): Ellipsis, ("builtins", "NotImplemented"): NotImplemented}
+
 class UnsafePickle(pickle.UnpicklingError):
     """The pickle asked for something a plain function answer never needs."""
 
@@ -176,6 +179,8 @@ class _Unpickler(pickle._Unpickler):  # the pure-Python unpickler: its opcodes c
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) in self._globals:
             return self._globals[module, name]
+        if (module, name) in _CONSTANTS:  # `x[..., 0]` pickles the Ellipsis by name (a hostile batch's honest
+            return _CONSTANTS[module, name]  # rope-pairs was refused for it)
         if module.split(".")[0] == "cloudpickle":  # its class and enum builders: not a plain function
             raise UnsafePickle("a class, or an object of one, defined in the notebook (a plain function is needed)")
         if "." in name or name.startswith("_") or any(part.startswith("_") for part in module.split(".")):

@@ -50,6 +50,8 @@ def _factorial(n):
         (lambda x: F.relu(x), torch.tensor([-1.0, 2.0])),
         (lambda x: x + TABLE, torch.ones(3)),
         (_factorial, 5),
+        (lambda x: x[..., 0::2], torch.arange(6.0).reshape(2, 3)),  # the rope-pairs hint's own slicing
+        (lambda x: 1 if x is NotImplemented else 0, 2),
     ],
 )
 def test_a_notebook_function_loads_as_cloudpickle_loads_it(function, argument):
