@@ -20,6 +20,7 @@ drawn from their name alone:
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import random
 from collections.abc import Callable
@@ -63,15 +64,32 @@ def _varied() -> list[Any]:
 
 
 def draw(exercise: Any, name: str) -> dict[str, Any]:
-    """The values of ``exercise``'s params for the student ``name``: the same name, the same values.
-    A draw that would give the book's own numbers for every param is drawn again."""
+    """The values of ``exercise``'s params for the student ``name``: the same name, the same values,
+    drawn among the choices whose answer is not the book's (a hostile batch handed in the book's
+    answers and scored where another student's numbers gave the same one)."""
     seed = hashlib.sha256(f"{_check_name(name)}\0{exercise.id}".encode()).digest()
-    chooser = random.Random(seed)
-    for _ in range(64):
-        values = {param.name: chooser.choice(param.choices) for param in exercise.params}
-        if any(values[param.name] != param.default for param in exercise.params):
-            return values
-    return values  # pragma: no cover - a param has at least two choices
+    if exercise.id not in _OWN_ANSWERS:
+        _OWN_ANSWERS[exercise.id] = _own_answers(exercise)
+    return dict(random.Random(seed).choice(_OWN_ANSWERS[exercise.id]))
+
+
+_OWN_ANSWERS: dict[str, tuple[tuple[tuple[str, Any], ...], ...]] = {}
+
+
+def _own_answers(exercise: Any) -> tuple[tuple[tuple[str, Any], ...], ...]:
+    """Every choice of ``exercise``'s params whose answer differs from the book's, in a fixed order."""
+    import numpy as np
+
+    book = np.asarray(exercise.expected, dtype=np.float64)
+    names = [param.name for param in exercise.params]
+    own = []
+    for values in itertools.product(*(param.choices for param in exercise.params)):
+        answer = np.asarray(exercise.make(**dict(zip(names, values, strict=True))).expected, dtype=np.float64)
+        if answer.shape != book.shape or not np.allclose(answer, book, rtol=0, atol=1e-9):
+            own.append(tuple(zip(names, values, strict=True)))
+    if not own:
+        raise ValueError(f"{exercise.id}: every choice of its params gives the book's answer")
+    return tuple(own)
 
 
 def variant_for(name: str) -> dict[str, dict[str, Any]]:

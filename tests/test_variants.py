@@ -138,3 +138,21 @@ def test_every_chapters_copy_asks_each_student_their_own_numbers(chapter, tmp_pa
         texts[name] = [cells[cell_id] for cell_id in varied]
     differing = sum(a != b for a, b in zip(texts["ada"], texts["grace"], strict=True))
     assert differing >= 0.6 * len(varied), (differing, len(varied))
+
+
+def test_no_student_is_handed_the_books_answer_and_classmates_mostly_differ():
+    """A hostile batch handed in the book's answers and scored where a student's numbers gave the
+    book's answer; and copied a classmate who had drawn the same numbers."""
+    names = [f"student{i}" for i in range(40)]
+    answers = {name: variants.exercises_for(name) for name in names}
+    for exercise in VARIED:
+        for name in names:
+            assert not same_answer(answers[name][exercise.id].expected, exercise.expected, atol=1e-9), (
+                exercise.id,
+                name,
+            )
+    same = [
+        np.mean([same_answer(answers[a][e.id].expected, answers[b][e.id].expected) for e in VARIED])
+        for a, b in itertools.combinations(names, 2)
+    ]
+    assert np.mean(same) < 0.25, np.mean(same)  # a classmate's answer is wrong for you in most exercises

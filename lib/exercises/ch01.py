@@ -45,9 +45,9 @@ def _read(w1: float) -> list[float]:
 
 # Exercise 1.1: the query [c, 0], c times as long as the worked example's and pointing the same way
 # (the book: c = 2, scores [√2, 0], weights ≈ [0.8044, 0.1956]). The words for c in the question:
-_TIMES = {2: "twice", 3: "three times", 4: "four times"}
-_SCALE_VERB = {2: "double", 3: "triple", 4: "quadruple"}
-_SCALING = {2: "doubling", 3: "tripling", 4: "quadrupling"}
+_TIMES = {2: "twice", 3: "three times", 4: "four times", 5: "five times"}
+_SCALE_VERB = {2: "double", 3: "triple", 4: "quadruple", 5: "quintuple"}
+_SCALING = {2: "doubling", 3: "tripling", 4: "quadrupling", 5: "quintupling"}
 
 
 # Exercise 1.3: three keys with scores [s1, s2, 0] (already scaled), values [2, 0], [0, 4] and
@@ -123,7 +123,7 @@ def _longer_query(c: int) -> ValueExercise:
             ),
         ),
         decimals=2,
-        params=(Param("c", 2, (2, 3, 4)),),
+        params=(Param("c", 2, (2, 3, 4, 5)),),
         make=_longer_query,
     )
 
@@ -335,6 +335,9 @@ _SOFTMAXES = (  # any softmax does this exercise's work, torch's or the library'
     "torch.sparse.log_softmax", "torch.ops.aten.softmax", "torch.ops.aten.log_softmax", "torch.ops.aten._softmax",
     "torch.ops.aten._log_softmax", "torch.ops.aten._safe_softmax", "torch.ops.aten._masked_softmax",
     "torch.ops.aten._sparse_softmax", "torch.ops.aten._sparse_log_softmax",
+    # log-sum-exp is the stable shift and the normaliser in one call: the exercise's whole work
+    "torch.logsumexp", "torch.Tensor.logsumexp", "torch.special.logsumexp", "torch.ops.aten.logsumexp",
+    "torch.nn.functional.cross_entropy",  # its log-softmax, read back through exp
 )  # fmt: skip
 
 

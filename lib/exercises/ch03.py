@@ -315,7 +315,7 @@ def _permuted_outputs(order: tuple[int, ...]) -> ValueExercise:
             ),
         ),
         whole=True,
-        params=(Param("order", (2, 0, 3, 1), ((2, 0, 3, 1), (3, 2, 0, 1), (1, 3, 2, 0), (2, 3, 1, 0)), shown=_xs),),
+        params=(Param("order", (2, 0, 3, 1), ((2, 0, 3, 1), (3, 2, 0, 1), (1, 3, 2, 0), (2, 3, 1, 0), (1, 2, 3, 0), (3, 0, 1, 2), (1, 3, 0, 2)), shown=_xs),),
         make=_permuted_outputs,
     )
 

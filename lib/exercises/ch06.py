@@ -426,7 +426,7 @@ def _next_position(prompt: int) -> ValueExercise:
             ),
         ),
         whole=True,
-        params=(Param("prompt", 37, (23, 37, 58, 101)),),
+        params=(Param("prompt", 37, (19, 23, 37, 46, 58, 77, 101, 128)),),
         make=_next_position,
     )
 
@@ -451,7 +451,7 @@ def _weights_gb(billions: int) -> ValueExercise:
             WrongAnswer(float(billions), "You counted one byte per parameter; there are two."),
         ),
         decimals=1,
-        params=(Param("billions", 13, (7, 13, 34, 70)),),
+        params=(Param("billions", 13, (7, 8, 13, 20, 34, 40, 65, 70)),),
         make=_weights_gb,
     )
 

@@ -235,7 +235,7 @@ def _uniform_loss(vocab: int) -> ValueExercise:
             ),
         ),
         decimals=3,
-        params=(Param("vocab", 2048, (1000, 2048, 4096, 32000), shown=lambda v: f"{v:,}"),),
+        params=(Param("vocab", 2048, (1000, 2048, 4096, 8000, 32000, 50257, 128000), shown=lambda v: f"{v:,}"),),
         make=_uniform_loss,
     )
 
