@@ -290,15 +290,37 @@ def _call_and_read(function: Callable, args: tuple) -> tuple[str, Any, bool]:
         return f"returned a {type(got).__name__} that is not a tensor of numbers ({describe_error(error)})", None, False
 
 
+_WATCHES: dict[tuple, Any] = {}
+
+
+def _watch_of(forbidden: Sequence) -> Any:
+    """The runtime watch (lib.call_watch) of these forbidden callables, built once per exercise."""
+    from lib.call_watch import Watch
+
+    key = tuple((id(obj), name) for obj, name in forbidden)
+    if key not in _WATCHES:
+        _WATCHES[key] = (Watch(forbidden), list(forbidden))  # the objects kept alive: their ids stay theirs
+    return _WATCHES[key][0]
+
+
+def _watched_call(function: Callable, args: tuple, watch: Any, fired: list[str]) -> tuple[str, Any, bool]:
+    """``_call_and_read`` with the watch on, in the thread that runs the learner's function."""
+    from lib.call_watch import watch_calls
+
+    with watch_calls(watch, fired):
+        return _call_and_read(function, args)
+
+
 def run_learner_case(
     function: Callable, args: tuple, forbidden: Sequence, homes: Sequence, timeout_s: float
 ) -> Outcome:
     """Run the learner's ``function`` on one case's ``args``: under the time limit, with exit()
     raising and the ``forbidden`` library functions refusing. What it did, as an ``Outcome``."""
+    watch = _watch_of(forbidden)  # read before forbid_calls swaps the forbidden functions' code
     try:
         with exit_raises(), forbid_calls(function, forbidden, homes) as fired:
             try:
-                problem, got, typed = call_with_timeout(_call_and_read, (function, args), timeout_s)
+                problem, got, typed = call_with_timeout(_watched_call, (function, args, watch, fired), timeout_s)
             except ForbiddenCall:
                 pass
     except GradingTimeout:

@@ -87,11 +87,11 @@ def main(folder: str) -> int:
 
     root = Path(folder)
     request = json.loads((root / "request.json").read_text())
-    with open(root / "results.jsonl", "a", encoding="utf-8") as results:
+    if True:  # (the results file is opened for each line: no handle of it is open while a learner's code runs)
 
         def emit(**entry) -> None:
-            results.write(json.dumps(entry) + "\n")
-            results.flush()
+            with open(root / "results.jsonl", "a", encoding="utf-8") as results:
+                results.write(json.dumps(entry) + "\n")
 
         for index, run in enumerate(request["functions"]):
             if run.get("skip"):

@@ -384,7 +384,8 @@ def _rows(*rows: list[float], weight: list[float] | None = None, eps: float = 1e
 _NORMS = (  # every norm, torch's and the library's
     "torch.nn.functional.rms_norm", "torch.nn.RMSNorm", "torch.nn.functional.layer_norm", "torch.nn.LayerNorm",
     "torch.nn.functional.normalize", "lib.blocks.RMSNorm", "lib.blocks.LayerNorm", "lib.blocks.make_norm",
-    "lib.blocks.layer_norm",
+    "lib.blocks.layer_norm", "torch.rms_norm", "torch.layer_norm", "torch.native_layer_norm",
+    "torch.ops.aten.rms_norm", "torch.ops.aten.layer_norm", "torch.ops.aten.native_layer_norm",
 )  # fmt: skip
 
 
