@@ -15,6 +15,12 @@ learner's own run should produce the rest). ``make lab`` opens these copies, in
 A copy is never written with an answer in it: a solution marker left unmatched (``# END
 SOLUTON``) stops that chapter's copy with an error that names the cell.
 
+A copy opens in JupyterLab as it was written, not already marked modified: its ``kernelspec``
+and ``language_info`` are those of the kernel Lab starts for it (the chapters store "Python 3",
+and Lab, once the kernel is up, rewrote that to the kernel's "Python 3 (ipykernel)"). A file
+outside the chapters that a chapter links to (``../book/references.md``) is copied beside the
+copies and the link rewritten to it, since ``make lab`` serves ``student/`` alone.
+
 Grading lives in ``lib.batch_grading`` (a notebook executed afresh in a sandbox, its recorded
 answers graded outside it), ``lib.grading_process`` and ``lib.sandbox`` (the supervised,
 sandboxed process each notebook runs in), ``lib.answer_grading`` and ``lib.hidden_runs`` (the
@@ -44,11 +50,14 @@ from __future__ import annotations
 
 import argparse
 import ast
+import platform
 import re
+import shutil
 import sys
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
+from urllib.parse import unquote
 
 import nbformat
 
@@ -56,6 +65,7 @@ from lib import grade_command, variants
 from lib.roster import RosterError, read_roster
 
 __all__ = ["BEGIN", "END", "defined_names", "strip_solutions", "student_notebook", "make_student_copy", "main"]
+__all__ += ["kernel_metadata", "relative_links"]
 
 BEGIN, END = "# BEGIN SOLUTION", "# END SOLUTION"
 _SOLUTION_BLOCK = re.compile(rf"^([ \t]*){BEGIN}[ \t]*\r?\n(.*?)^[ \t]*{END}[ \t]*\r?$", re.S | re.M)
@@ -153,6 +163,69 @@ def with_numbers(notebook: nbformat.NotebookNode, variant: str | None = None) ->
     return notebook
 
 
+# A relative link in markdown: [text](target) or ![alt](target), and href="..." or src="..." in HTML.
+_LINK = re.compile(r"\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)|\b(?:href|src)\s*=\s*[\"']([^\"']+)[\"']")
+_NOT_A_PATH = re.compile(r"^(?:[a-zA-Z][\w+.-]*:|#|/)")  # a URL (https:, mailto:), an anchor, an absolute path
+
+
+def relative_links(markdown: str) -> list[tuple[int, int, str]]:
+    """(start, end, target) of every link in ``markdown`` to a relative path (anchor and query kept)."""
+    links = []
+    for match in _LINK.finditer(markdown):
+        group = 1 if match.group(1) is not None else 2
+        target = match.group(group)
+        if not _NOT_A_PATH.match(target):
+            links.append((match.start(group), match.end(group), target))
+    return links
+
+
+def _link_outside(notebook: nbformat.NotebookNode, source_dir: Path) -> dict[str, Path]:
+    """The notebook's links to files outside ``source_dir`` (``../book/references.md``): the file
+    each names, rewritten in place to the file's name, which the copy's folder gets beside it."""
+    files: dict[str, Path] = {}
+    source_dir = source_dir.resolve()
+    for cell in notebook.cells:
+        if cell.cell_type != "markdown":
+            continue
+        text = cell.source
+        for start, end, target in reversed(relative_links(text)):
+            path, anchor = re.match(r"([^#?]*)(.*)", target, re.S).groups()  # references.md, #section
+            linked = (source_dir / unquote(path)).resolve()
+            if linked.parent == source_dir or not linked.is_file():
+                continue
+            files[linked.name] = linked
+            text = text[:start] + linked.name + anchor + text[end:]
+        cell.source = text
+    return files
+
+
+def kernel_metadata() -> dict:
+    """The ``kernelspec`` and ``language_info`` JupyterLab writes into a notebook once its kernel
+    (Jupyter's python3, run by this Python) is up: a copy that stores others opens marked modified."""
+    display_name = "Python 3 (ipykernel)"  # ipykernel's own kernelspec, when Jupyter finds none
+    try:
+        from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+        try:
+            display_name = KernelSpecManager().get_kernel_spec("python3").display_name
+        except NoSuchKernel:
+            pass
+    except ImportError:
+        pass
+    return {
+        "kernelspec": {"display_name": display_name, "language": "python", "name": "python3"},
+        "language_info": {
+            "codemirror_mode": {"name": "ipython", "version": sys.version_info[0]},
+            "file_extension": ".py",
+            "mimetype": "text/x-python",
+            "name": "python",
+            "nbconvert_exporter": "python",
+            "pygments_lexer": f"ipython{sys.version_info[0]}",
+            "version": platform.python_version(),
+        },
+    }
+
+
 def make_student_copy(
     notebook_path: Path, out_dir: Path, *, overwrite: bool = False, variant: str | None = None
 ) -> tuple[Path, bool]:
@@ -167,7 +240,11 @@ def make_student_copy(
     if out_path.exists() and not overwrite:
         return out_path, False
     notebook = with_numbers(student_notebook(nbformat.read(notebook_path, as_version=4)), variant)
+    notebook.metadata.update(kernel_metadata())
+    linked = _link_outside(notebook, Path(notebook_path).parent)
     out_path.parent.mkdir(parents=True, exist_ok=True)
+    for name, source in linked.items():  # book material, not the learner's: refreshed
+        shutil.copyfile(source, out_path.parent / name)
     nbformat.write(notebook, out_path)
     if variant is not None:
         (out_path.parent / variants.VARIANT_FILE).write_text(variant.strip() + "\n", encoding="utf-8")

@@ -15,7 +15,8 @@ At 400 and 800 px (a phone, a tablet) the chapter-list and the page-contents tog
 their panels; at 1280 px the chapter-list toggle hides and shows the list.
 
 On each chapter page it types a right and a wrong answer into every check-yourself box
-and reads the feedback, which must agree with ``lib.checks`` for the same numbers; it
+and reads the feedback, which must agree with ``lib.checks`` for the same numbers (the box's
+placeholder and typed text keep WCAG's 4.5:1 contrast in light and dark mode); it
 reads the "Run this chapter" line, follows the download button to the student copy, and
 finds the "checked by the tests" mark on the outputs that nbval compares.
 
@@ -460,6 +461,50 @@ def test_check_yourself_boxes_grade_typed_answers(driver, server, page):
     if not boxes:
         pytest.skip(f"{page.name} has no check-yourself boxes")
     assert _console_errors(driver) == []
+
+
+# The colours of an answer box's placeholder (which states the answer's format), of what is typed,
+# and of the background behind them, as the browser computes them (transparent: the parent's).
+BOX_COLOURS = """
+const input = document.querySelector(".check-yourself input");
+if (!input) return null;
+let back = input, bg = "rgba(0, 0, 0, 0)";
+while (back && /rgba\\(.*, 0\\)$|transparent/.test(bg)) {
+  bg = getComputedStyle(back).backgroundColor;
+  back = back.parentElement;
+}
+const placeholder = getComputedStyle(input, "::placeholder").color;
+return {placeholder: placeholder, text: getComputedStyle(input).color, background: bg};
+"""
+
+
+def _contrast(one: str, two: str) -> float:
+    """WCAG 2's contrast ratio of two CSS rgb() colours."""
+
+    def luminance(colour: str) -> float:
+        r, g, b = (float(v) / 255 for v in colour[colour.index("(") + 1 : colour.index(")")].split(",")[:3])
+        r, g, b = (c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in (r, g, b))
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    light, dark = sorted((luminance(one), luminance(two)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def test_answer_box_text_has_contrast_in_light_and_dark_mode(driver, server):
+    """WCAG's 4.5:1 for the placeholder and the typed text, in the theme's light and dark modes
+    (dark mode's placeholder was 2.43:1 when the browser chose its colours)."""
+    base, _ = server
+    page = next((p for p in CHAPTER_PAGES if 'class="check-yourself"' in p.read_text()), None)
+    if page is None:
+        pytest.skip("no page with a check-yourself box")
+    _open(driver, base, page)
+    for theme in ("light", "dark"):
+        driver.execute_script(f"document.documentElement.dataset.theme = {theme!r};")
+        colours = driver.execute_script(BOX_COLOURS)
+        assert colours is not None, page.name
+        for part in ("placeholder", "text"):
+            ratio = _contrast(colours[part], colours["background"])
+            assert ratio >= 4.5, (theme, part, colours, round(ratio, 2))
 
 
 # --- running a chapter from its page ------------------------------------------------------

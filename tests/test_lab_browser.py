@@ -8,7 +8,8 @@ JupyterLab on a free local port, opens chapter 1 in headless Chromium (selenium)
 
 * every admonition the notebook's markdown declares renders as a box (an ``aside``) whose
   title is the one declared (the directive's name, "Warning", or the admonition's own title);
-* no rendered markdown shows a raw fence (```), a raw ``{ref}`` role or a ``(label)=`` target.
+* no rendered markdown shows a raw fence (```), a raw ``{ref}`` role or a ``(label)=`` target;
+* once its kernel is up, the notebook is not marked modified (a copy stores the kernel's metadata).
 
 Outside CI (the environment variable CI unset) it skips, in one line, when Chromium,
 chromedriver or jupyterlab-myst is missing; in CI those are failures.
@@ -144,3 +145,24 @@ def test_student_copy_renders_myst_admonitions_in_jupyterlab(lab, driver):
         assert "```" not in text, text[:300]
         assert "{ref}" not in text and "{warning}" not in text and "{admonition}" not in text, text[:300]
         assert not re.search(r"^\([\w-]+\)=\s*$", text, re.MULTILINE), text[:300]
+
+
+# The notebook tabs JupyterLab marks modified, and whether the kernel's status reads Idle.
+DIRTY_TABS = "return [...document.querySelectorAll('.lm-TabBar-tab.jp-mod-dirty')].map((tab) => tab.innerText);"
+KERNEL_IDLE = """
+return [...document.querySelectorAll('.jp-StatusBar-TextItem')].some((item) => /\\bIdle$/.test(item.innerText.trim()));
+"""
+
+
+def test_student_copy_opens_unmodified(lab, driver):
+    """Once its kernel is up, the copy is not marked modified: Lab rewrote the kernelspec the
+    chapters stored ("Python 3") to its kernel's ("Python 3 (ipykernel)") before the copy step wrote it."""
+    url, notebook = lab
+    if notebook.name not in driver.current_url:
+        driver.get(url)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not driver.execute_script(KERNEL_IDLE):
+        time.sleep(1)
+    assert driver.execute_script(KERNEL_IDLE), "the kernel did not start"
+    time.sleep(2)  # Lab writes the kernel's metadata once it has the kernel's info
+    assert driver.execute_script(DIRTY_TABS) == []

@@ -6,6 +6,12 @@ expected and wrong answer, as JSON and as a flat list separated by spaces or com
 policy rule (a whole answer plus 0.4, an answer rounded to the stated decimals, one short of
 them), and the spellings people type on a page (146,240, 8/3, −8, a grid as a flat list),
 each beside the Python value it stands for. Status and feedback must be the same.
+
+The page reads a typed answer as Python reads it in ``check(id, <text>)``: on a grid of every
+answer in Python's spellings (393_216, - 0.87, .87, 0x60000, 8 / 2, (x), True in a list, tuples,
+extra brackets, a trailing comma, a grid transposed) it grades what ``eval`` of the text gets
+graded; broken brackets (``[1, 2``), literals Python refuses (``010``, ``1__0``) and ragged rows
+it refuses, as the notebook does.
 """
 
 import functools
@@ -18,7 +24,7 @@ from pathlib import Path
 import numpy as np
 from _requirements import require
 
-from lib.checks import exercises, grade, static_page_data
+from lib.checks import INCORRECT, exercises, grade, static_page_data
 
 SCRIPT = Path(__file__).parent.parent / "book" / "_static" / "check-yourself.js"
 HARNESS = """
@@ -198,3 +204,166 @@ def test_parse_accepts_the_usual_spellings():
     assert math.isclose(lists[7][0], 8 / 3) and lists[8] == [-8]
     assert lists[9] == [1, 0]  # in a list answer, a comma separates numbers
     assert thousands == [146240] and not_thousands == [1, 2345]
+
+
+# --- the page reads a typed answer as Python reads it in check(id, <text>) ------------------
+
+# Spellings from issue 34 that check() accepts and the page refused, and one it must refuse.
+PYTHON_SPELLINGS = [
+    ("3.gap-score", "- 0.87"),
+    ("3.gap-score", "-.87"),
+    ("3.gap-score", "- - -0.87"),
+    ("2.gqa-kv-params", "393_216"),
+    ("2.gqa-kv-params", "393_216.0"),
+    ("2.gqa-kv-params", "0x60000"),
+    ("2.gqa-kv-params", "3.93216e5"),
+    ("2.gqa-kv-params", "384 * 1024"),
+    ("2.causal-alignment", "[[True, True, True], [True, False, False]]"),
+    ("2.causal-alignment", "True, True, True, True, False, False"),
+    ("3.causal-reads", "[True, True, True, True, True, False, False]"),
+    ("5.is-flash-exact", "True"),  # a bool alone is no answer, in Python as on the page
+    ("5.is-flash-exact", "(2)"),
+    ("5.is-flash-exact", "2,"),
+    ("5.total-doubling", "8/3/1"),
+    ("5.total-doubling", "(8 / 3)"),
+    ("1.wider-variance", "[1024, 1/32,]"),
+]
+# Page spellings that Python cannot read, with the value the page must read them as.
+PAGE_SPELLINGS = [
+    ("2.causal-alignment", "True True True True False False", [1, 1, 1, 1, 0, 0]),
+    ("2.causal-alignment", "[[1. 1. 1.]\n [1. 0. 0.]]", [[1, 1, 1], [1, 0, 0]]),  # numpy's printout
+    ("3.gap-score", "−.87", -0.87),
+    ("5.accumulator", "4 -0.73", [4, -0.73]),  # a sign that touches its number starts one
+]
+# What Python and the page cannot read alike: the page refuses these, whatever Python makes of them.
+REFUSED = [
+    ("1.wider-variance", "[1, 2"),
+    ("1.wider-variance", "1, 2]"),
+    ("1.wider-variance", "[1, 2)"),
+    ("1.wider-variance", "[1,, 2]"),
+    ("1.wider-variance", "1 - 2"),  # Python: -1; the page cannot tell a subtraction from 1 and -2
+    ("1.wider-variance", "1-2"),
+    ("1.wider-variance", "2**10, 1"),  # powers, floor division, list arithmetic: not read on the page
+    ("2.gqa-kv-params", "0393216"),
+    ("2.gqa-kv-params", "393_216_"),
+    ("2.gqa-kv-params", "393__216"),
+    ("3.gap-score", "0.87.1"),
+    ("3.gap-score", "1j"),
+    ("2.causal-alignment", "[[1, 1, 1], [1, 0]]"),
+    ("2.causal-alignment", "[[1, 1], [1, 1], [0, 0]]"),
+]
+
+
+AMBIGUOUS = {"1 - 2", "1-2", "2**10, 1"}  # of REFUSED, what Python reads as numbers
+
+
+def _python_value(text: str):
+    """What check() gets when the text is typed in a notebook cell, or the error Python raises."""
+    try:
+        return eval(compile(text, "<answer>", "eval"), {"__builtins__": {}})
+    except (SyntaxError, ArithmeticError, TypeError, ValueError) as error:
+        return error
+
+
+def _kernel(exercise, text: str):
+    value = _python_value(text)
+    if isinstance(value, BaseException):  # the cell fails: check() gets nothing, which is no answer
+        return INCORRECT, ""
+    result = grade(exercise, value)
+    return result.status, result.feedback
+
+
+def _spellings(x: float, whole: bool) -> list[str]:
+    """One number as Python lets people write it: literals, signs with and without a space, sums of it."""
+    out = [repr(x), f"{x:e}", f"({x!r})", f"{2 * x!r} / 2", f"{x!r}*1"]
+    out += [f"- {-x!r}", f"+{x!r}"] if x < 0 else [f"+ {x!r}", f"- -{x!r}"]
+    if whole and x == int(x):
+        n = int(x)
+        out += [str(n), f"{n:_}", f"{n}.", f"{n}e0", hex(n) if n >= 0 else f"-{hex(-n)}"]
+    text = repr(abs(x))
+    if text.startswith("0."):
+        out.append(("-" if x < 0 else "") + text[1:])  # .87
+    if "." in text and len(text.split(".")[1]) >= 2 and "e" not in text:
+        out.append(("- " if x < 0 else "") + text[:-1] + "_" + text[-1])  # 0.86_6 is Python too
+    return out
+
+
+def _grid():
+    """(id, text) pairs: every answer of every exercise in Python's spellings and containers,
+    and broken versions of them (a bracket missing, mismatched or extra, a comma doubled)."""
+    valid, broken = [], []
+    for exercise in exercises().values():
+        if not hasattr(exercise, "whole"):
+            continue
+        expected = np.asarray(exercise.expected, dtype=np.float64)
+        points = [expected] + [np.asarray(w.value, dtype=np.float64) for w in exercise.wrong_answers]
+        for k, point in enumerate(points):
+            flat = point.ravel().tolist()
+            variants = [_spellings(x, exercise.whole) for x in flat]
+            width = max(len(v) for v in variants)
+            for j in range(width):
+                words = [v[(j + i + k) % len(v)] for i, v in enumerate(variants)]
+                if point.ndim == 0:
+                    texts = [words[0], f"[{words[0]}]", f"{words[0]},", f"[[{words[0]}]]"]
+                else:
+                    rows = np.array(words, dtype=object).reshape(point.shape).tolist()
+                    nested = json.dumps(rows).replace('"', "")
+                    texts = [nested, ", ".join(words), f"({', '.join(words)},)", f"[{', '.join(words)},]"]
+                    texts.append(f"[{nested}]")
+                    if point.ndim == 2:  # the grid transposed: the wrong shape
+                        texts.append(json.dumps(np.array(rows, dtype=object).T.tolist()).replace('"', ""))
+                valid += [(exercise.id, t) for t in texts[: 2 if j % 3 else None]]
+            if exercise.whole and set(flat) <= {0.0, 1.0} and len(flat) > 1:
+                bools = [str(bool(x)) for x in flat]
+                valid += [(exercise.id, f"[{', '.join(bools)}]"), (exercise.id, ", ".join(bools))]
+            bracketed = json.dumps(point.tolist()) if point.ndim else f"[{point.item()!r}]"
+            comma = bracketed.find(",")
+            broken += [
+                (exercise.id, bracketed[:-1]),
+                (exercise.id, bracketed[1:]),
+                (exercise.id, bracketed[:-1] + ")"),
+                (exercise.id, bracketed + "]"),
+            ]
+            if comma >= 0:
+                broken.append((exercise.id, bracketed[:comma] + "," + bracketed[comma:]))
+    return valid, broken
+
+
+@needs_node
+def test_page_reads_answers_as_python_does():
+    """Every text in Python's spellings gets, on the page, what check() gives the value Python reads."""
+    registry = exercises()
+    valid, _ = _grid()
+    cases = [(i, t, None) for i, t in PYTHON_SPELLINGS + valid]
+    assert len(cases) > 2000
+    for (exercise_id, text, _), on_page in zip(cases, _page(cases), strict=True):
+        status, feedback = _kernel(registry[exercise_id], text)
+        assert (on_page["status"], on_page.get("feedback") or "") == (status, feedback), (exercise_id, text, on_page)
+
+
+@needs_node
+def test_page_spellings_python_lacks_read_as_their_values():
+    registry = exercises()
+    page = _page(PAGE_SPELLINGS)
+    for (exercise_id, text, value), on_page in zip(PAGE_SPELLINGS, page, strict=True):
+        in_python = _python_value(text)  # a SyntaxError, or (4 -0.73) a difference: the page's own reading
+        assert isinstance(in_python, SyntaxError) or not np.allclose(in_python, np.ravel(value)), text
+        in_kernel = grade(registry[exercise_id], value)
+        assert (on_page["status"], on_page.get("feedback") or "") == (in_kernel.status, in_kernel.feedback), text
+    assert page[0]["status"] == "correct" and page[1]["status"] == "correct"
+
+
+@needs_node
+def test_page_refuses_what_it_cannot_read_as_python_does():
+    """Broken brackets and literals, ragged rows and wrong shapes are refused on the page as in
+    the notebook, and the few spellings the page cannot read the way Python does (1 - 2) are
+    refused with a reason: never read as some other numbers."""
+    registry = exercises()
+    _, broken = _grid()
+    cases = [(i, t, None) for i, t in REFUSED + broken]
+    for exercise_id, text, _ in cases:
+        if text not in AMBIGUOUS:
+            assert _kernel(registry[exercise_id], text) == (INCORRECT, ""), text
+    for (exercise_id, text, _), on_page in zip(cases, _page(cases), strict=True):
+        assert on_page["status"] == INCORRECT and not on_page.get("feedback"), (exercise_id, text, on_page)
+        assert on_page["message"].startswith("expected "), (text, on_page)

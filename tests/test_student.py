@@ -2,7 +2,9 @@
 command line's batch grading survives any notebook and reports each one."""
 
 import json
+import re
 from pathlib import Path
+from urllib.parse import unquote
 
 import nbformat
 from _notebooks import write_notebook
@@ -51,10 +53,63 @@ def test_student_copies_of_every_chapter_hide_the_answers_and_clear_outputs(tmp_
         # nothing but the solution cells changed, and the questions' numbers written out (the book's)
         book_numbers = variants.substitutions(None)
         assert [c.source for c in copy.cells if BEGIN not in c.source and "your answer here" not in c.source] == [
-            variants.render(c.source, book_numbers) if c.cell_type == "markdown" else c.source
+            variants.render(c.source, book_numbers).replace("](../book/", "](")
+            if c.cell_type == "markdown"
+            else c.source
             for c in original.cells
             if BEGIN not in c.source
         ]
+
+
+# Every chapter and appendix: `make lab` copies them all into student/ and serves that folder alone.
+NOTEBOOKS = sorted(Path(__file__).parent.parent.joinpath("chapters").glob("*.ipynb"))
+
+
+def test_every_relative_link_in_a_copy_resolves_inside_its_folder(tmp_path):
+    """JupyterLab, rooted in student/, reaches nothing outside it: a link to ../book/references.md
+    was broken in every copy. Each link must name a file in the copy's own folder."""
+    folder = (tmp_path / "student").resolve()
+    for notebook in NOTEBOOKS:
+        make_student_copy(notebook, folder)
+    links = 0
+    for copy in sorted(folder.glob("*.ipynb")):
+        for cell in nbformat.read(copy, as_version=4).cells:
+            if cell.cell_type != "markdown":
+                continue
+            for _, _, target in student.relative_links(cell.source):
+                links += 1
+                linked = (folder / unquote(re.match(r"[^#?]*", target).group())).resolve()
+                assert linked.is_file() and linked.is_relative_to(folder), (copy.name, target)
+    assert links > len(NOTEBOOKS)  # the chapters' links to each other and to the references
+    assert (folder / "references.md").read_text() == (NOTEBOOKS[0].parents[1] / "book" / "references.md").read_text()
+
+
+def test_relative_links_finds_markdown_and_html_links_but_no_urls():
+    text = '[a](../book/references.md) ![b](fig.png "t") <a href="02.ipynb#x">c</a> [d](https://x.org) [e](#here)'
+    assert [target for _, _, target in student.relative_links(text)] == [
+        "../book/references.md",
+        "fig.png",
+        "02.ipynb#x",
+    ]
+
+
+def test_a_copy_stores_the_kernel_jupyterlab_starts_for_it(tmp_path):
+    """A copy opened in JupyterLab was marked modified before the learner typed anything: once its
+    kernel was up, Lab wrote the kernel's kernelspec ("Python 3 (ipykernel)") over the one the
+    chapters store ("Python 3"), and would write its language_info (the Python version) over
+    another machine's. A copy stores both as the kernel that runs it reports them."""
+    from ipykernel.ipkernel import IPythonKernel
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    for chapter in CHAPTERS[:2]:
+        stored = nbformat.read(chapter, as_version=4).metadata
+        copy = nbformat.read(make_student_copy(chapter, tmp_path)[0], as_version=4)
+        assert copy.nbformat_minor >= 5 and all("id" in cell for cell in copy.cells)  # no upgrade on opening
+        copy = copy.metadata
+        assert copy.kernelspec == {"display_name": spec.display_name, "language": spec.language, "name": "python3"}
+        assert copy.language_info == IPythonKernel.language_info
+        assert stored.kernelspec.name == "python3"  # the kernel the chapters ask for is the one found
 
 
 def test_student_copy_never_overwrites_a_learners_work(tmp_path, capsys):
