@@ -39,6 +39,7 @@ __all__ = ["UnsafePickle", "safe_loads"]
 # The builtin singletons a function's constants may name: values, nothing to call.
 _CONSTANTS = {("builtins", "Ellipsis"): Ellipsis, ("builtins", "NotImplemented"): NotImplemented}
 
+
 class UnsafePickle(pickle.UnpicklingError):
     """The pickle asked for something a plain function answer never needs."""
 

@@ -273,6 +273,10 @@ def _xs(order: tuple[int, ...]) -> str:
     return ", ".join(f"x{i}" for i in order)
 
 
+# the orders a student may feed in: none is its own inverse, so the inverse stays a mistake of its own
+_ORDERS = ((2, 0, 3, 1), (3, 2, 0, 1), (1, 3, 2, 0), (2, 3, 1, 0), (1, 2, 3, 0), (3, 0, 1, 2), (1, 3, 0, 2))
+
+
 def _permuted_outputs(order: tuple[int, ...]) -> ValueExercise:
     """3.permuted-outputs with the tokens fed in the order ``order`` (the book: x2, x0, x3, x1). No order is
     its own inverse, so the inverse permutation stays a mistake apart from the answer."""
@@ -315,7 +319,7 @@ def _permuted_outputs(order: tuple[int, ...]) -> ValueExercise:
             ),
         ),
         whole=True,
-        params=(Param("order", (2, 0, 3, 1), ((2, 0, 3, 1), (3, 2, 0, 1), (1, 3, 2, 0), (2, 3, 1, 0), (1, 2, 3, 0), (3, 0, 1, 2), (1, 3, 0, 2)), shown=_xs),),
+        params=(Param("order", (2, 0, 3, 1), _ORDERS, shown=_xs),),
         make=_permuted_outputs,
     )
 
