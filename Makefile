@@ -55,17 +55,13 @@ $(MATHJAX): $(STAMP)
 ## trained: the models chapters 8 and 9 read (the capstone GPT, its one-layer twin, the same GPT on Python's
 ## help texts, the ViTs and the CNN), trained once (about seven minutes of CPU, two processes at once on
 ## two cores) and cached in .cache/trained/, so that no notebook cell spends minutes training under nbval
-# One thread per process, as the notebooks and python -m lib.capstone_seeds train: the thread count
-# changes how a matrix product is summed, so the cached run is one the seeds table could hold.
-TRAIN1 := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -c
+# trained, test and test-lib run tools/run.py (standard library only), which README gives for a machine
+# without make, so the two cannot drift. Each training process computes on one thread, as the notebooks
+# and python -m lib.capstone_seeds train: the thread count changes how a matrix product is summed, so
+# the cached run is one the seeds table could hold.
+RUN := $(BIN)/python tools/run.py
 trained: $(STAMP)
-	@echo "Chapter 9's GPTs (two layers, one layer, Python's help texts) and chapter 8's ViTs and CNN, trained"
-	@echo "the first time in two processes (about 4 minutes on two cores, progress bars interleaved), then loaded"
-	$(TRAIN1) "from lib import capstone as c; c.train_capstone(progress=True); \
-	  c.train_capstone(model_options=c.ONE_LAYER_MODEL, progress=True)" & gpt=$$!; \
-	$(TRAIN1) "from lib import capstone as c, digits as d; d.train_digits(); d.train_digits(patch=4); \
-	  d.train_digits(pool='mean'); d.train_digits_baseline(); c.train_capstone(data=c.help_text_data(), progress=True)"; \
-	other=$$?; wait $$gpt && test $$other = 0
+	$(RUN) trained
 
 ## test: library tests, then nbval over every chapter (outputs of cells tagged nbval-check-output must match).
 ## A cell may take NBVAL_CELL_TIMEOUT seconds (nbval's default is 2000): the slowest, chapter 8's
@@ -77,14 +73,16 @@ trained: $(STAMP)
 ## and grader it starts, computes on one thread: with a worker per core, torch's own threads only
 ## wait on each other (chapter 8's training cell took 14 s on two threads beside the other worker,
 ## 3.7 s on one). Every checked output is the same on one thread as on several.
-NBVAL_CELL_TIMEOUT := 300
-TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(min(4, os.cpu_count() or 1))")
-PARALLEL := -n $(TEST_WORKERS) --dist loadscope
-ONE_THREAD := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
-test: $(STAMP) trained
-	@echo "The tests: the library's and nbval over every chapter, on every core (about 5 minutes on two)"
-	$(ONE_THREAD) $(BIN)/python -m pytest tests chapters -m "not browser" $(PARALLEL) --nbval-lax --nbval-current-env \
-	  --nbval-cell-timeout=$(NBVAL_CELL_TIMEOUT) -p tests.nbval_rerun -p no:cacheprovider
+## make test TEST_WORKERS=2 NBVAL_CELL_TIMEOUT=600 PYTEST_ARGS="--durations=20" sets the workers, the
+## cell limit (300 s by default) and adds pytest options (PARALLEL, their old name, still adds them);
+## tools/run.py test --help says the same. make test trains first, as make trained does.
+TEST_WORKERS ?=
+NBVAL_CELL_TIMEOUT ?=
+PYTEST_ARGS ?=
+TEST_OPTIONS = $(if $(TEST_WORKERS),--workers $(TEST_WORKERS)) $(if $(NBVAL_CELL_TIMEOUT),--cell-timeout $(NBVAL_CELL_TIMEOUT))
+TO_PYTEST = $(if $(strip $(PARALLEL) $(PYTEST_ARGS)),-- $(PARALLEL) $(PYTEST_ARGS))
+test: $(STAMP)
+	$(RUN) test $(TEST_OPTIONS) $(TO_PYTEST)
 
 ## test-avx2: every chapter under nbval again, with AVX2 kernels (an AVX2 laptop's) and every model retrained
 ## from scratch into .cache/trained-avx2 (CI runs it after make test). Left out, by name: chapter 2's four
@@ -93,13 +91,11 @@ test: $(STAMP) trained
 AVX2_ENV := BOOK_CACHE_DIR=$(CURDIR)/.cache/trained-avx2 ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2
 AVX2_LEFT_OUT := $(foreach n,28 29 30 31,--deselect "chapters/02_batches_and_heads.ipynb::Cell $(n)")
 test-avx2: $(STAMP)
-	$(AVX2_ENV) $(MAKE) --no-print-directory trained
-	$(AVX2_ENV) $(ONE_THREAD) $(BIN)/python -m pytest chapters $(PARALLEL) --nbval-lax --nbval-current-env \
-	  --nbval-cell-timeout=$(NBVAL_CELL_TIMEOUT) -p tests.nbval_rerun -p no:cacheprovider $(AVX2_LEFT_OUT)
+	$(AVX2_ENV) $(RUN) test chapters $(TEST_OPTIONS) -- $(AVX2_LEFT_OUT) $(PARALLEL) $(PYTEST_ARGS)
 
 ## test-lib: the library tests alone (no notebooks)
 test-lib: $(STAMP)
-	$(BIN)/python -m pytest tests -m "not browser"
+	$(RUN) test-lib $(TO_PYTEST)
 
 ## browser-test: headless Chromium reads the built book (after `make book`), offline, at 400,
 ## 800 and 1280 px; and a student copy in a headless JupyterLab renders its MyST warnings
@@ -117,16 +113,16 @@ student: $(STAMP)
 	$(BIN)/python -m lib.student copy chapters student
 
 ## check: the fast checks, in seconds (CI runs them first): ruff at the stated line lengths
-## (120 in lib/tests/book/_ext, 80 in the chapters' code), the format check, the examples in
+## (120 in lib/tests/tools/book/_ext, 80 in the chapters' code), the format check, the examples in
 ## lib's docstrings, and the layout check where ../shared holds it (a reader's clone has none).
 ## .pre-commit-config.yaml runs the same four targets.
 check: check-ruff check-format check-doctest check-layout
 
 check-ruff: $(STAMP)
-	$(BIN)/ruff check lib tests chapters book/_ext
+	$(BIN)/ruff check lib tests tools chapters book/_ext
 
 check-format: $(STAMP)
-	$(BIN)/ruff format --check lib tests book/_ext
+	$(BIN)/ruff format --check lib tests tools book/_ext
 
 check-doctest: $(STAMP)
 	$(BIN)/python -m pytest --doctest-modules lib -p no:cacheprovider
