@@ -14,7 +14,7 @@ JB_FLAGS := --config book/_config.yml --toc book/_toc.yml --path-output book -W 
 help:
 	@echo "make TARGET, from the repository root. The first make book or make test sets up .venv."
 	@echo
-	@awk '/^## [a-z-]+:/ { sub(/^## /, ""); i = index($$0, ":"); printf "  %-13s %s\n", substr($$0, 1, i - 1), substr($$0, i + 2); next } \
+	@awk '/^## [a-z0-9-]+:/ { sub(/^## /, ""); i = index($$0, ":"); printf "  %-13s %s\n", substr($$0, 1, i - 1), substr($$0, i + 2); next } \
 	      /^## / { sub(/^## /, ""); printf "  %-13s %s\n", "", $$0 }' $(MAKEFILE_LIST)
 
 # Python 3.10 or newer, checked before minutes of installing: the venv's own Python once
