@@ -40,7 +40,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from lib.code_policy import fingerprint, library_file
-from lib.safe_call import ForbiddenCall
+from lib.safe_call import ForbiddenCall, GradingTimeout
 
 __all__ = ["watch_calls", "Watch"]
 
@@ -69,6 +69,35 @@ def _writes(args: tuple) -> bool:
     if isinstance(mode, str) and any(c in mode for c in "wax+"):
         return True
     return isinstance(flags, int) and bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND))
+
+
+def _never_names() -> dict[int, str]:
+    """Callables no function exercise needs, refused whatever the exercise: writing files by routes that
+    raise no "open" audit event (a hostile function forged another's results through torch.from_file's
+    shared mapping), and starting threads (a thread gets none of the watch)."""
+    import _thread
+    import mmap
+
+    import numpy
+
+    found = {}
+    for owner, names in (
+        (os, ("write", "pwrite", "writev", "rename", "replace", "symlink", "link", "remove", "unlink", "truncate",
+              "ftruncate", "mkfifo", "mknod", "posix_fallocate", "sendfile", "dup2", "fork", "kill", "killpg")),
+        (_thread, ("start_new_thread", "start_new", "start_joinable_thread")),
+        (mmap, ("mmap",)),
+        (torch, ("from_file", "save")),
+        (torch.UntypedStorage, ("from_file",)),
+        (numpy, ("save", "savez", "savetxt", "memmap", "fromfile", "tofile")),
+    ):  # fmt: skip
+        for name in names:
+            value = getattr(owner, name, None)
+            if value is not None:
+                found[id(value)] = f"{getattr(owner, '__name__', owner)}.{name}"
+    return found
+
+
+_NEVER: dict[int, str] = {}
 
 
 class Watch:
@@ -128,9 +157,14 @@ def _learner_file(filename: str) -> bool:
     return known
 
 
-def _refuse(fired: list[str], what: str) -> None:
-    fired.append(what)
+def _refuse(fired: Any, what: str) -> None:
+    """Record the refusal (in the list, or through its append) and raise it."""
+    _REFUSALS[0] += 1
+    (fired if callable(fired) else fired.append)(what)
     raise ForbiddenCall(what)
+
+
+_REFUSALS = [0]  # every refusal counted: a record found emptier than this count was emptied
 
 
 def _audit(event: str, args: tuple) -> None:
@@ -171,24 +205,29 @@ class _TorchCalls(TorchFunctionMode):
     def __init__(self, watch: Watch, fired: list[str]):
         super().__init__()
         self.watch, self.fired = watch, fired
+        self.intact = None  # set once the profile is on: the two check each other
 
     def __torch_function__(self, func, types_, args=(), kwargs=None):
-        name = self.watch.name_of(func)
+        name = self.watch.name_of(func) or _NEVER.get(id(func))
         if name is not None:
             _refuse(self.fired, name)
+        if self.intact is not None and not self.intact():
+            _refuse(self.fired, _TAMPERED)
         return func(*args, **(kwargs or {}))
 
 
-def _profiler(watch: Watch, fired: list[str], thread: int, on: list[bool]):
+def _profiler(watch: Watch, fired: list[str], thread: int, on: list[bool], intact):
     seen: dict[int, str | None] = {}
 
     def profile(frame, event, arg):
         if not on[0]:
             return
+        if event == "c_call" and not intact():
+            _refuse(fired, _TAMPERED)
         if threading.get_ident() != thread:
             _refuse(fired, "a thread your function started")
         if event == "c_call":
-            name = watch.name_of(arg)
+            name = watch.name_of(arg) or _NEVER.get(id(arg))
             if name is not None:
                 _refuse(fired, name)
             if getattr(arg, "__name__", None) in _SWITCHES and _learner_file(frame.f_code.co_filename):
@@ -218,33 +257,74 @@ def _same_place(a: types.CodeType, b: types.CodeType) -> bool:
     return (a.co_filename, a.co_firstlineno, a.co_name) == (b.co_filename, b.co_firstlineno, b.co_name)
 
 
+_TAMPERED = "the grader's watch, changed while your function ran"
+
+
 @contextlib.contextmanager
 def watch_calls(watch: Watch, fired: list[str]) -> Iterator[None]:
-    """While the block runs (in this thread), refuse what ``watch`` forbids by any route; see the module."""
+    """While the block runs (in this thread), refuse what ``watch`` forbids by any route; see the module.
+
+    Learner code runs in this interpreter and can reach the watch's parts (a hostile batch emptied its
+    tables and switched its profile off): the profile hook, the torch mode and the end of the block
+    each check that the others are as they were set, and refuse the function if not."""
     if not _HOOKED[0]:
+        _NEVER.update(_never_names())
         sys.addaudithook(_audit)
         _HOOKED[0] = True
     thread = threading.get_ident()
-    on = [True]
-    profile = _profiler(watch, fired, thread, on)
+    on = [False]  # on once everything is in place
+    mode = _TorchCalls(watch, fired)
+    tables, counted = _contents(watch), _REFUSALS[0]
+
+    def intact(when_off: bool = False) -> bool:
+        # (not the torch mode stack: torch takes the mode off it around each call it hands the mode;
+        # a learner's own pop is refused by name)
+        return (
+            on == [not when_off] and sys.getprofile() is profile and mode.watch is watch and mode.fired is fired
+            and bool(_ACTIVE) and _ACTIVE[-1] is entry and _contents(watch) == tables
+        )  # fmt: skip
+
+    profile = _profiler(watch, fired, thread, on, intact)
     previous, previous_threads = sys.getprofile(), threading.getprofile()
-    with _TorchCalls(watch, fired):
+    entry = (watch, fired.append, thread)  # the audit hook records through it
+    with mode:
         threading.setprofile(profile)
         sys.setprofile(profile)
-        entry = (watch, fired, thread)
         _ACTIVE.append(entry)
+        mode.intact = intact
+        on[0] = True
         try:
             yield
         finally:
             # The time limit's alarm may interrupt this more than once (lib.safe_call.call_with_timeout
             # repeats it until the call returns): each step is retried until it is done, then the
             # interruption goes on up.
+            verdict: list[bool] = []
+
+            def switch_off() -> None:  # first, and with no call in it: the hooks stop judging
+                on[0] = False
+
+            def judge() -> None:
+                if not verdict:
+                    verdict.append(intact(when_off=True) and len(fired) >= _REFUSALS[0] - counted)
+                if not verdict[0] and _TAMPERED not in fired:
+                    fired.append(_TAMPERED)
+
             _undo_all([
-                lambda: on.__setitem__(0, False),  # the hooks' own removal is not the learner's
+                switch_off,
+                judge,
+                lambda: setattr(mode, "intact", None),
                 lambda: entry in _ACTIVE and _ACTIVE.remove(entry),
                 lambda: sys.setprofile(previous),
                 lambda: threading.setprofile(previous_threads),
             ])  # fmt: skip
+
+
+def _contents(watch: Watch) -> tuple:
+    return (
+        tuple(watch.objects), tuple(watch.ops.items()), tuple(watch.codes), tuple(watch.prints.values()),
+        tuple(_NEVER),
+    )  # fmt: skip
 
 
 def _undo_all(steps: list) -> None:
@@ -254,7 +334,7 @@ def _undo_all(steps: list) -> None:
             try:
                 step()
                 break
-            except BaseException as error:  # a GradingTimeout from the alarm: do the step again
+            except GradingTimeout as error:  # the alarm again: do the step again
                 interrupted = error
     if interrupted is not None:
         raise interrupted

@@ -338,6 +338,8 @@ _SOFTMAXES = (  # any softmax does this exercise's work, torch's or the library'
     # log-sum-exp is the stable shift and the normaliser in one call: the exercise's whole work
     "torch.logsumexp", "torch.Tensor.logsumexp", "torch.special.logsumexp", "torch.ops.aten.logsumexp",
     "torch.nn.functional.cross_entropy",  # its log-softmax, read back through exp
+    "torch._C._nn.cross_entropy_loss", "torch.nn.functional.nll_loss", "torch.logcumsumexp",
+    "torch.Tensor.logcumsumexp", "torch.special.log_softmax", "torch.nn.CrossEntropyLoss",
 )  # fmt: skip
 
 
