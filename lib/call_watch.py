@@ -74,9 +74,13 @@ def _writes(args: tuple) -> bool:
 def _never_names() -> dict[int, str]:
     """Callables no function exercise needs, refused whatever the exercise: writing files by routes that
     raise no "open" audit event (a hostile function forged another's results through torch.from_file's
-    shared mapping), and starting threads (a thread gets none of the watch)."""
+    shared mapping), starting threads or processes (they get none of the watch), and leaving code to run
+    after the watch (atexit, signal handlers)."""
+    import _posixsubprocess
     import _thread
+    import atexit
     import mmap
+    import signal
 
     import numpy
 
@@ -85,6 +89,10 @@ def _never_names() -> dict[int, str]:
         (os, ("write", "pwrite", "writev", "rename", "replace", "symlink", "link", "remove", "unlink", "truncate",
               "ftruncate", "mkfifo", "mknod", "posix_fallocate", "sendfile", "dup2", "fork", "kill", "killpg")),
         (_thread, ("start_new_thread", "start_new", "start_joinable_thread")),
+        (_posixsubprocess, ("fork_exec",)),  # a child process, under no watch (a third hostile batch)
+        (os, ("posix_spawn", "posix_spawnp", "execv", "execve", "system")),
+        (atexit, ("register",)),  # code that would run after the last watch
+        (signal, ("signal", "set_wakeup_fd", "setitimer")),
         (mmap, ("mmap",)),
         (torch, ("from_file", "save")),
         (torch.UntypedStorage, ("from_file",)),

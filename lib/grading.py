@@ -284,10 +284,16 @@ def _call_and_read(function: Callable, args: tuple) -> tuple[str, Any, bool]:
     if got is None:
         return "returned None (a missing `return`?)", None, False
     typed = isinstance(got, (torch.Tensor, np.ndarray))
+    if isinstance(got, torch.Tensor) and type(got) not in (torch.Tensor, torch.nn.Parameter):
+        # its own __torch_function__ would run again when the grader reads it, after the watch
+        return f"returned a {type(got).__name__}, a subclass of torch.Tensor: return a plain tensor", None, False
     try:
-        return "", torch.as_tensor(got).detach().cpu(), typed
+        tensor = torch.as_tensor(got).detach().cpu()
     except (Exception, SystemExit, GeneratorExit) as error:  # a learner's object may raise anything
         return f"returned a {type(got).__name__} that is not a tensor of numbers ({describe_error(error)})", None, False
+    if type(tensor) is not torch.Tensor:
+        return f"returned a {type(got).__name__} that reads as a {type(tensor).__name__}: return a tensor", None, False
+    return "", tensor, typed
 
 
 _WATCHES: dict[tuple, Any] = {}
@@ -305,10 +311,14 @@ def _watch_of(forbidden: Sequence) -> Any:
 
 def _watched_call(function: Callable, args: tuple, watch: Any, fired: list[str]) -> tuple[str, Any, bool]:
     """``_call_and_read`` with the watch on, in the thread that runs the learner's function."""
+    import gc
+
     from lib.call_watch import watch_calls
 
     with watch_calls(watch, fired):
-        return _call_and_read(function, args)
+        read = _call_and_read(function, args)
+        gc.collect(1)  # the learner's young garbage is finalized while the watch is on, not in the grader's code
+        return read
 
 
 def run_learner_case(

@@ -178,7 +178,8 @@ def _run_once(runs: list[FunctionRun], skip: set[int], sandboxed: bool, limits: 
         argv = [
             sys.executable,
             "-c",
-            "import sys; from lib.hidden_runs import main; raise SystemExit(main(sys.argv[1]))",
+            # os._exit: no atexit handler or finalizer a learner left runs after the last case's watch
+            "import os, sys; from lib.hidden_runs import main; os._exit(main(sys.argv[1]))",
         ]
         if sandboxed:
             command = sandbox.command(
@@ -239,7 +240,10 @@ def run_functions(runs: list[FunctionRun], *, sandboxed: bool = True, limits: sa
                 found[index] = ("problem", str(entry["problem"])[:300])
                 skip.add(index)
             elif isinstance(entry.get("case"), int) and "problem" in entry:
-                outcome = (str(entry["problem"])[:300], output, bool(entry.get("typed")))
+                problem = str(entry["problem"])[:300]
+                if not problem and output is None:  # a line whose output file is missing or unreadable
+                    problem = "left no output the grader reads"
+                outcome = (problem, output, bool(entry.get("typed")))
                 cases.setdefault(index, {}).setdefault(entry["case"], outcome)
             elif entry.get("done"):
                 found[index] = _in_order(cases.get(index, {}), len(runs[index].cases))

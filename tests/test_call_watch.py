@@ -75,7 +75,28 @@ ROUTES = {
         SOFTMAX,
         lambda s: (_attr(torch, "from" + "_file")("forged.bin", shared=True, size=4), honest_softmax(s))[1],
     ),
+    # a third hostile batch
+    "a private attention kernel's weights": (
+        SOFTMAX,
+        lambda s: (
+            _attr(torch, "_scaled_dot_product_" + "attention_math")(
+                s.new_zeros(s.shape[:-1] + (1, 1)),
+                s.new_zeros(s.shape + (1,)),
+                s.new_zeros(s.shape + (1,)),
+                attn_mask=s.unsqueeze(-2),
+            )[1]
+            .squeeze(-2)
+            .nan_to_num(0.0)
+        ),
+    ),
+    "a child process": (SOFTMAX, lambda s: (_attr(sys.modules["_posix" + "subprocess"], "fork_exec")(), s)[1]),
+    "code left for after the watch": (SOFTMAX, lambda s: (_attr(sys.modules["at" + "exit"], "register")(print), s)[1]),
+    "a tensor subclass that acts when read": (SOFTMAX, lambda s: honest_softmax(s).as_subclass(_Later)),
 }
+
+
+class _Later(torch.Tensor):  # its own __torch_function__ would run when the grader reads it
+    pass
 
 
 def _dismantle():
@@ -136,7 +157,8 @@ def test_a_route_past_the_reading_is_refused_while_the_cases_run(route):
     exercise, function = ROUTES[route]
     result = grade(exercise, function)
     assert result.status == INCORRECT, (route, result)
-    assert "may not use" in result.message or "does this exercise's work" in result.feedback, (route, result)
+    refused = "may not use" in result.message or "does this exercise's work" in result.feedback
+    assert refused or "a subclass of torch.Tensor: return a plain tensor" in result.message, (route, result)
 
 
 def test_honest_functions_still_pass_and_the_watch_leaves_nothing_behind():

@@ -340,6 +340,10 @@ _SOFTMAXES = (  # any softmax does this exercise's work, torch's or the library'
     "torch.nn.functional.cross_entropy",  # its log-softmax, read back through exp
     "torch._C._nn.cross_entropy_loss", "torch.nn.functional.nll_loss", "torch.logcumsumexp",
     "torch.Tensor.logcumsumexp", "torch.special.log_softmax", "torch.nn.CrossEntropyLoss",
+    # torch's private attention kernels hand back their softmax weights (a third hostile batch used one)
+    "torch._scaled_dot_product_attention_math", "torch._scaled_dot_product_flash_attention_for_cpu",
+    "torch._scaled_dot_product_efficient_attention", "torch._scaled_dot_product_cudnn_attention",
+    "torch._native_multi_head_attention", "torch._transformer_encoder_layer_fwd",
 )  # fmt: skip
 
 
