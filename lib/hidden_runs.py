@@ -87,47 +87,47 @@ def main(folder: str) -> int:
 
     root = Path(folder)
     request = json.loads((root / "request.json").read_text())
-    if True:  # (the results file is opened for each line: no handle of it is open while a learner's code runs)
+    # The results file is opened for each line: no handle of it is open while a learner's code runs.
 
-        def emit(**entry) -> None:
-            with open(root / "results.jsonl", "a", encoding="utf-8") as results:
-                results.write(json.dumps(entry) + "\n")
+    def emit(**entry) -> None:
+        with open(root / "results.jsonl", "a", encoding="utf-8") as results:
+            results.write(json.dumps(entry) + "\n")
 
-        for index, run in enumerate(request["functions"]):
-            if run.get("skip"):
+    for index, run in enumerate(request["functions"]):
+        if run.get("skip"):
+            continue
+        emit(function=index, start=True)
+        try:
+            data = (root / run["pickle"]).read_bytes()
+            function = call_with_timeout(safe_loads, (data,), 10.0)  # nothing of theirs runs while loading
+        except UnsafePickle as error:
+            emit(
+                function=index,
+                problem=f"your answer is not a plain function the grader can load: it brings {error}",
+            )
+            continue
+        except (Exception, SystemExit, GeneratorExit, GradingTimeout) as error:  # the learner's pickle
+            emit(function=index, problem=f"could not load your function for grading ({describe_error(error)})")
+            continue
+        guarded, homes = [], []
+        if run["stands_for"] or run["forbids"]:  # check()'s rules, read here from the names
+            rules = policy(run["stands_for"], run["forbids"])
+            found = read_before_running(function, rules)
+            if found:
+                emit(function=index, refused=found)
                 continue
-            emit(function=index, start=True)
-            try:
-                data = (root / run["pickle"]).read_bytes()
-                function = call_with_timeout(safe_loads, (data,), 10.0)  # nothing of theirs runs while loading
-            except UnsafePickle as error:
-                emit(
-                    function=index,
-                    problem=f"your answer is not a plain function the grader can load: it brings {error}",
-                )
-                continue
-            except (Exception, SystemExit, GeneratorExit, GradingTimeout) as error:  # the learner's pickle
-                emit(function=index, problem=f"could not load your function for grading ({describe_error(error)})")
-                continue
-            guarded, homes = [], []
-            if run["stands_for"] or run["forbids"]:  # check()'s rules, read here from the names
-                rules = policy(run["stands_for"], run["forbids"])
-                found = read_before_running(function, rules)
-                if found:
-                    emit(function=index, refused=found)
-                    continue
-                guarded, homes = rules.guarded, rules.homes
-            for number, case in enumerate(run["cases"]):
-                emit(function=index, case=number, start=True)
-                args = tuple(_load_arg(spec, root) for spec in case)
-                problem, got, typed = run_learner_case(function, args, guarded, homes, run["timeout_s"])
-                entry = {"function": index, "case": number, "problem": problem, "typed": typed}
-                if got is not None:
-                    entry |= _save_output(got, root, f"out-{index}-{number}")
-                emit(**entry)
-                if stops_the_cases(problem):
-                    break
-            emit(function=index, done=True)
+            guarded, homes = rules.guarded, rules.homes
+        for number, case in enumerate(run["cases"]):
+            emit(function=index, case=number, start=True)
+            args = tuple(_load_arg(spec, root) for spec in case)
+            problem, got, typed = run_learner_case(function, args, guarded, homes, run["timeout_s"])
+            entry = {"function": index, "case": number, "problem": problem, "typed": typed}
+            if got is not None:
+                entry |= _save_output(got, root, f"out-{index}-{number}")
+            emit(**entry)
+            if stops_the_cases(problem):
+                break
+        emit(function=index, done=True)
     return 0
 
 
