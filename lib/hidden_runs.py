@@ -4,26 +4,35 @@ The grader (``lib.answer_grading``) has a function a notebook recorded (pickled 
 ``cloudpickle``) and the inputs of the hidden cases. It never loads the function itself:
 ``run_functions`` writes the function and the inputs, as ``.npy`` files and JSON, into a
 folder, and starts this module's ``main`` in a fresh sandbox (``lib.sandbox``) with nothing
-else in it, no notebook and no ``lib/exercises``. There each function runs on each case as
-``check()`` runs it: loaded by ``lib.safe_unpickle``, which calls nothing of the pickle's
-while loading (so no answer can switch off what judges it), read by ``lib.code_policy``, then
-run by ``lib.grading.run_learner_case`` (a time limit, exit() raising, what it may not use
-refusing). What it returned goes back as plain arrays, one JSON line a case, for the grader
-to compare with the references it computes itself::
+else in it, no notebook and no ``lib/exercises``. There each function runs in a child process of
+its own, forked before anything of the learner's is loaded (``_child``): loaded by
+``lib.safe_unpickle``, which calls nothing of the pickle's while loading, read by
+``lib.code_policy`` as ``check()`` reads it, then the child is sealed (``lib.sealed_run``: the
+forbidden callables end the process by any route; no file written, no process or thread
+started) and runs the cases. What it returned comes back through a pipe as plain arrays; this
+side keeps the clock (a case that runs past its time limit is killed), gives a run that ended
+with ``lib.sealed_run.REFUSED`` no credit whatever it wrote before, and writes one JSON line a
+case for the grader to compare with the references it computes itself::
 
     results.jsonl   {"function": 0, "case": 2, "problem": "", "file": "out-0-2.npy", "dtype": "float32", ...}
 
-A function that ends the process (``os._exit``, a segfault) ends only its own run: the case it
-was on says so, and the notebook's other functions run again in a fresh sandbox.
+A function that ends its process (``os._exit``, a segfault) ends only its own run: the case it
+was on says so.
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import io
 import json
+import os
+import select
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,56 +88,182 @@ def _save_output(got: torch.Tensor, folder: Path, name: str) -> dict:
 
 
 def main(folder: str) -> int:
-    """The sandbox's side: run each requested function on its cases, writing results as they come."""
-    from lib.code_policy import policy, read_before_running
-    from lib.grading import run_learner_case, stops_the_cases
-    from lib.safe_call import GradingTimeout, call_with_timeout, describe_error
-    from lib.safe_unpickle import UnsafePickle, safe_loads
-
+    """The sandbox's side: run each requested function on its cases, each in a sealed child process
+    (``lib.sealed_run``), writing results as they come."""
     root = Path(folder)
     request = json.loads((root / "request.json").read_text())
-    # The results file is opened for each line: no handle of it is open while a learner's code runs.
+    torch.set_num_threads(1)  # before any fork: a child may start no thread pool
 
+    # The results file is opened for each line, here in the parent: no child holds a handle of it.
     def emit(**entry) -> None:
         with open(root / "results.jsonl", "a", encoding="utf-8") as results:
             results.write(json.dumps(entry) + "\n")
 
     for index, run in enumerate(request["functions"]):
-        if run.get("skip"):
-            continue
-        emit(function=index, start=True)
-        try:
-            data = (root / run["pickle"]).read_bytes()
-            function = call_with_timeout(safe_loads, (data,), 10.0)  # nothing of theirs runs while loading
-        except UnsafePickle as error:
-            emit(
-                function=index,
-                problem=f"your answer is not a plain function the grader can load: it brings {error}",
-            )
-            continue
-        except (Exception, SystemExit, GeneratorExit, GradingTimeout) as error:  # the learner's pickle
-            emit(function=index, problem=f"could not load your function for grading ({describe_error(error)})")
-            continue
-        guarded, homes = [], []
-        if run["stands_for"] or run["forbids"]:  # check()'s rules, read here from the names
-            rules = policy(run["stands_for"], run["forbids"])
-            found = read_before_running(function, rules)
-            if found:
-                emit(function=index, refused=found)
-                continue
-            guarded, homes = rules.guarded, rules.homes
-        for number, case in enumerate(run["cases"]):
-            emit(function=index, case=number, start=True)
-            args = tuple(_load_arg(spec, root) for spec in case)
-            problem, got, typed = run_learner_case(function, args, guarded, homes, run["timeout_s"])
-            entry = {"function": index, "case": number, "problem": problem, "typed": typed}
-            if got is not None:
-                entry |= _save_output(got, root, f"out-{index}-{number}")
-            emit(**entry)
-            if stops_the_cases(problem):
-                break
-        emit(function=index, done=True)
+        if not run.get("skip"):
+            emit(function=index, start=True)
+            _report(index, run, root, emit, *_run_sealed(run, root))
+            emit(function=index, done=True)
     return 0
+
+
+LOAD_S = 40.0  # loading, reading and sealing a function in its child (the load and the reading have 10 s each)
+
+
+def _run_sealed(run: dict, root: Path) -> tuple[list[dict], list[str], int, bool]:
+    """Run one function's cases in a forked, sealed child; what its pipe said: (its JSON lines, its
+    SEALED lines, its exit status, whether it was killed for time)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: nothing of the learner's is loaded before this
+        status = 1
+        try:
+            os.close(read_end)
+            status = _child(run, root, write_end)
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    lines, sealed, timed_out = [], [], False
+    buffer, total = b"", 0
+    cap = (MAX_OUTPUT_BYTES * 4 // 3 + 4096) * (len(run["cases"]) + 2)
+    deadline = time.monotonic() + LOAD_S
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            ready = select.select([read_end], [], [], max(left, 0))[0] if left > 0 else []
+            if not ready:
+                timed_out = True
+                break
+            chunk = os.read(read_end, 1 << 20)
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > cap:  # more than any honest run writes
+                break
+            *complete, buffer = (buffer + chunk).split(b"\n")
+            for line in complete:
+                if line.startswith(b"SEALED "):
+                    sealed.append(line[7:].decode("utf-8", "replace")[:300])
+                    continue
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(entry, dict):
+                    lines.append(entry)
+                    if entry.get("loaded") or "case" in entry:  # the clock starts again for the next case
+                        deadline = time.monotonic() + run["timeout_s"] + 1.0
+    finally:
+        os.close(read_end)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    return lines, sealed, status, timed_out
+
+
+def _report(index: int, run: dict, root: Path, emit, lines: list, sealed: list, status: int, timed_out: bool):
+    """The results lines of one function, from what its child said and how it ended. A refusal
+    (the child's REFUSED status) outweighs whatever the child wrote before it."""
+    from lib.grading import CALLS_LIBRARY
+    from lib.sealed_run import REFUSED
+
+    first = lines[0] if lines else {}
+    if not first.get("loaded") and status != REFUSED:
+        if "refused" in first:
+            emit(function=index, refused=str(first["refused"])[:300])
+        elif "problem" in first:
+            emit(function=index, problem=str(first["problem"])[:300])
+        else:
+            emit(function=index, problem=f"could not load your function for grading (exit status {status})")
+        return
+    cases = []
+    for entry in lines[1:]:
+        if entry.get("case") != len(cases) or len(cases) == len(run["cases"]):
+            break  # a line out of order: the rest is not the child's
+        cases.append(entry)
+    ended = None
+    if status == REFUSED:
+        cases = cases[: len(run["cases"]) - 1]
+        ended = f"{CALLS_LIBRARY} {sealed[-1] if sealed else 'a call the sealed grader refuses'}"
+    elif len(cases) < len(run["cases"]) and (timed_out or status != 0):
+        ended = f"did not finish within {run['timeout_s']:g} s (an endless loop?)" if timed_out else None
+        ended = ended or f"ended the process that ran it (exit status {status})"
+    if ended:
+        cases.append({"case": len(cases), "problem": ended, "typed": False})
+    for entry in cases:
+        number = entry["case"]
+        line = {"function": index, "case": number, "problem": str(entry.get("problem", ""))[:300],
+                "typed": bool(entry.get("typed"))}  # fmt: skip
+        output = _decode_output(entry)
+        if output is not None and not line["problem"]:
+            line |= _save_output(output, root, f"out-{index}-{number}")
+        emit(**line)
+
+
+def _child(run: dict, root: Path, fd: int) -> int:
+    """In the forked child: load the function (nothing of it runs), read it, load the cases, seal the
+    process, then run each case and write its result to ``fd``."""
+    import gc
+
+    from lib.code_policy import policy, read_before_running
+    from lib.grading import _call_and_read
+    from lib.safe_call import GradingTimeout, call_with_timeout, describe_error
+    from lib.safe_unpickle import UnsafePickle, safe_loads
+    from lib.sealed_run import encode_output, seal
+
+    pipe = io.FileIO(fd, "wb", closefd=False)
+
+    def say(**entry) -> None:
+        pipe.write((json.dumps(entry) + "\n").encode())
+
+    try:
+        data = (root / run["pickle"]).read_bytes()
+        function = call_with_timeout(safe_loads, (data,), 10.0)  # nothing of theirs runs while loading
+    except UnsafePickle as error:
+        say(problem=f"your answer is not a plain function the grader can load: it brings {error}")
+        return 0
+    except (Exception, SystemExit, GeneratorExit, GradingTimeout) as error:  # the learner's pickle
+        say(problem=f"could not load your function for grading ({describe_error(error)})")
+        return 0
+    forbidden = []
+    if run["stands_for"] or run["forbids"]:  # check()'s rules, read here from the names
+        rules = policy(run["stands_for"], run["forbids"])
+        found = read_before_running(function, rules)
+        if found:
+            say(refused=found)
+            return 0
+        forbidden = rules.guarded
+    cases = [tuple(_load_arg(spec, root) for spec in case) for case in run["cases"]]
+    say(loaded=True)
+    seal(forbidden, fd)
+    for number, args in enumerate(cases):
+        problem, got, typed = _call_and_read(function, args)
+        gc.collect(1)  # the learner's young garbage is finalized now, in the sealed process
+        entry = {"case": number, "problem": problem, "typed": typed}
+        if got is not None:
+            entry |= encode_output(got, MAX_OUTPUT_BYTES)
+        say(**entry)
+    return 0
+
+
+def _decode_output(entry: dict) -> torch.Tensor | None:
+    """The output a child's line carries, as a tensor of its dtype; None when it carries none a grader
+    reads (no numbers, an odd dtype, a shape that does not match its bytes)."""
+    try:
+        kind = np.dtype(str(entry["array"]))
+        if kind.kind not in "biufc" or kind.hasobject:
+            return None
+        data = base64.b64decode(str(entry["data"]), validate=True)
+        shape = tuple(int(n) for n in entry["shape"])
+        if len(data) > MAX_OUTPUT_BYTES:
+            return None
+        array = np.frombuffer(data, dtype=kind).reshape(shape)
+        dtype = getattr(torch, str(entry["dtype"]))
+        if not isinstance(dtype, torch.dtype):
+            return None
+        return torch.from_numpy(array.copy()).to(dtype)
+    except (KeyError, TypeError, ValueError, RuntimeError, AttributeError):
+        return None
 
 
 def _read_results(folder: Path) -> list[dict]:

@@ -237,7 +237,9 @@ def test_no_hand_in_changes_any_grade_but_its_own(tmp_path, sandbox_owner):
     assert lookup.startswith(f"fails {DRAWN} of {6 + DRAWN} hidden cases") and "drawn at random" in lookup
     assert graded["h_key_thief"]["exercises"]["1.longer-query"] == "not attempted"
     walker = graded["h_key_thief"]["details"]["1.stable-softmax"]["message"]
-    assert "may not use: sys._getframe (reading the grader's frames)" in walker, walker  # refused at its first look
+    # The grader's sealed child (lib.sealed_run) holds the inputs, never an expected value: the walk finds none.
+    assert graded["h_key_thief"]["exercises"]["1.stable-softmax"] == "incorrect"
+    assert walker.startswith(f"fails {6 + DRAWN} of {6 + DRAWN} hidden cases"), walker
     for student in ("h_kills_all", "h_parricide"):
         assert graded[student]["exercises"]["1.wider-variance"] == "not run"
         assert graded[student]["problems"][-1].startswith(("grading process killed", "kernel died")), student
