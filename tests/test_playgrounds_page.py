@@ -20,11 +20,12 @@ reads it: as no number, never as 0.
 
 import json
 import math
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from test_static_checks import needs_node
+from _requirements import require
 
 from lib.playgrounds import complexity, rope, self_attention
 
@@ -106,6 +107,8 @@ def _grid() -> dict:
 
 @pytest.fixture(scope="module")
 def page():
+    """The page's answers on the whole grid, from one Node process (every test here reads them)."""
+    require("Node.js", shutil.which("node") is not None, "apt-get install nodejs")
     grid = _grid()
     run = subprocess.run(
         ["node", "-e", HARNESS, str(SCRIPT.resolve())],
@@ -117,7 +120,6 @@ def page():
     return grid, json.loads(run.stdout)
 
 
-@needs_node
 def test_self_attention_prints_what_the_notebook_prints(page):
     grid, out = page
     assert len(grid["attention"]) > 3000
@@ -132,7 +134,6 @@ def test_self_attention_prints_what_the_notebook_prints(page):
     assert not differ, f"{len(differ)} of {len(grid['attention'])} settings print otherwise, e.g. {differ[:3]}"
 
 
-@needs_node
 def test_self_attention_huge_queries_are_not_in_exponent_form(page):
     grid, out = page
     cases = zip(grid["attention"], out["attention"], strict=True)
@@ -142,7 +143,6 @@ def test_self_attention_huge_queries_are_not_in_exponent_form(page):
     assert by_setting[(1e21, 1.0, 0, "none", False)].startswith("dot products [1000000000000000000000.0000, 1.0000]")
 
 
-@needs_node
 def test_rope_prints_what_the_notebook_prints_up_to_pi(page):
     grid, out = page
     assert out["steps"] == 64
@@ -161,7 +161,6 @@ def test_rope_prints_what_the_notebook_prints_up_to_pi(page):
     assert not differ, f"{len(differ)} of {len(grid['rope'])} settings print otherwise, e.g. {differ[:3]}"
 
 
-@needs_node
 def test_complexity_prints_what_the_notebook_prints_with_the_recorded_times(page):
     grid, out = page
     differ = []
@@ -180,7 +179,6 @@ def test_complexity_prints_what_the_notebook_prints_with_the_recorded_times(page
     assert len(notes) >= 3  # none, the sparse/global pattern's, and a window with no recorded run
 
 
-@needs_node
 def test_complexity_without_recorded_results_says_so(page, tmp_path):
     empty = complexity.page_data(tmp_path / "results")
     harness = (
@@ -196,7 +194,6 @@ def test_complexity_without_recorded_results_says_so(page, tmp_path):
     assert "no CPU results under results/" in json.loads(run.stdout)[0]
 
 
-@needs_node
 def test_a_box_without_a_number_is_no_number(page):
     """What the widget's FloatText sends the kernel for a box's text: parseFloat of a number
     input's value, which is "" (NaN, so the widget keeps its last number) for text that is no
@@ -216,7 +213,6 @@ def test_a_box_without_a_number_is_no_number(page):
     assert out["boxes"][BOX_TEXTS.index("1e400")] is None and out["boxes"][BOX_TEXTS.index("5.")] == 5
 
 
-@needs_node
 def test_numbers_print_as_python_prints_them(page):
     _, out = page
     for (x, digits), text in zip(FIXED, out["fixed"], strict=True):
