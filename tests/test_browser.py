@@ -628,6 +628,9 @@ def _shown(root) -> tuple[str, dict, dict]:
 
 
 def test_self_attention_playground_is_live_and_agrees_with_python(driver, server):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
     from lib.playgrounds.self_attention import describe, self_attention_read
 
     root = _mount(driver, server, "self-attention")
@@ -656,17 +659,43 @@ def test_self_attention_playground_is_live_and_agrees_with_python(driver, server
     _control(root, "causal").click()
     _choose(_control(root, "scaling"), "none")
     _type(_control(root, "qx"), "0.3")
-    _type(_control(root, "qy"), "-1.2")
+    _type(_control(root, "qy"), "-1.2")  # typing in q[1] ends the entry in q[0]
+    check(expected_query=(0.3, 1.0))  # q[1] is applied when its entry is done, as in the notebook
+    _type(_control(root, "qy"), "-1.2" + Keys.ENTER)
     check(expected_query=(0.3, -1.2))
     _choose(_control(root, "scaling"), "temperature")
     for exponent in (-1, -0.5, 0.35, 1):
         _slide(driver, _control(root, "temperature"), exponent)
         check()
     assert len(set(seen)) == len(seen), "a control changed nothing on the page"
+    _type(_control(root, "qx"), "1e300" + Keys.ENTER)  # Python writes all of 1e300's digits with :.4f
+    check(expected_query=(1e300, -1.2))
+    assert "e+" not in _shown(root)[0]
+
+    # A box holding no number: the notebook's FloatText keeps its last number and puts it back
+    # when the entry is done. The page does the same, and says so while the box is unfinished.
+    _type(_control(root, "qx"), "0.5" + Keys.ENTER)
+    check(expected_query=(0.5, -1.2))
+    before = _shown(root)[0]
+    warning = root.find_element(By.CSS_SELECTOR, "[data-warning]")
+    assert not warning.is_displayed()
+    for unfinished in ("-", "1e", "1e400", Keys.BACKSPACE):  # the last empties the box
+        _type(_control(root, "qx"), unfinished)
+        check(expected_query=(0.5, -1.2))  # not 0
+        assert _shown(root)[0] == before, unfinished
+        assert warning.is_displayed() and "q[0] is not a number" in warning.text and "q[0] = 0.5" in warning.text
+        _control(root, "qx").send_keys(Keys.ENTER)  # the entry is done: the box gets its number back
+        assert _control(root, "qx").get_attribute("value") == "0.5"
+        assert not warning.is_displayed()
+        check(expected_query=(0.5, -1.2))
+    _type(_control(root, "qy"), "-0" + Keys.ENTER)  # the widget sends no -0: JSON has none
+    check(expected_query=(0.5, 0.0))
     assert _console_errors(driver) == []
 
 
 def test_rope_playground_is_live_and_agrees_with_python(driver, server):
+    from selenium.webdriver.common.by import By
+
     from lib.playgrounds.rope import describe_rope_read, rope_read
 
     root = _mount(driver, server, "rope")
@@ -690,16 +719,23 @@ def test_rope_playground_is_live_and_agrees_with_python(driver, server):
     check(5, 8)
     _slide(driver, _control(root, "n"), 4)  # the gap follows the key
     check(5, 4)
-    _slide(driver, _control(root, "frequency"), 0.3)  # snapped to the slider's grid of π/64
+    _slide(driver, _control(root, "frequency"), 6)  # steps of π/64, as the notebook's slider
     check(5, 4)
-    assert _shown(root)[1]["frequency"] == pytest.approx(6 * np.pi / 64)
+    assert _shown(root)[1]["frequency"] == 6 * np.pi / 64
     _slide(driver, _control(root, "m"), 33)
     check(33, 32)
+    _slide(driver, _control(root, "frequency"), 64)  # the notebook's slider reaches π
+    check(33, 32)
+    assert _shown(root)[1]["frequency"] == np.pi
+    assert "frequency 3.1416 rad/position" in _shown(root)[0]
+    assert root.find_element(By.CSS_SELECTOR, '[data-shows="frequency"]').text == "3.1416"
     assert len(set(seen)) == len(seen), "a control changed nothing on the page"
     assert _console_errors(driver) == []
 
 
 def test_complexity_playground_is_live_and_agrees_with_python(driver, server):
+    from selenium.webdriver.common.by import By
+
     from lib.playgrounds.complexity import SIZES, complexity_curves, describe
 
     root = _mount(driver, server, "complexity")
@@ -709,11 +745,21 @@ def test_complexity_playground_is_live_and_agrees_with_python(driver, server):
         text, state, values = _shown(root)
         assert state == {"pattern": pattern, "n": n, "window": window, "n_global": n_global}
         curves = complexity_curves(pattern, n, window=window, n_global=n_global)
-        assert text.splitlines() == describe(curves).splitlines()[:3], (state, text)  # the counts, not the CSVs
+        assert text == describe(curves), (state, text)  # with the note on what was not measured
         assert values["sizes"] == list(SIZES)
         assert values["pairs"] == (None if curves.pairs is None else list(curves.pairs))
         assert values["flops"] == list(curves.flops) and values["dense_pairs"] == list(curves.dense_pairs)
+        assert values["dense_flops"] == list(curves.dense_flops)
         assert (values["pairs_at_n"], values["flops_at_n"]) == (curves.pairs_at_n, curves.flops_at_n)
+        # the recorded CPU times of chapters/results/, as the notebook's third panel plots them
+        assert values["measured"] == [[label, [list(p) for p in points]] for label, points in curves.measured.items()]
+        assert values["note"] == curves.note
+        panels = root.find_elements(By.CSS_SELECTOR, ".playground-figure svg")
+        assert [p.get_attribute("aria-label").split(",")[0] for p in panels] == [
+            "allowed query-key pairs", "modeled attention FLOPs", "measured on a CPU (recorded)",
+        ]  # fmt: skip
+        for label in curves.measured:
+            assert label in panels[2].get_attribute("aria-label")
         seen.append(text)
 
     check("window", 4096, 256, 16)  # the notebook's default
@@ -730,5 +776,8 @@ def test_complexity_playground_is_live_and_agrees_with_python(driver, server):
     for pattern in ("dense", "causal", "linear"):
         _choose(_control(root, "pattern"), pattern)
         check(pattern, 256, 4096, 200)
+    _choose(_control(root, "pattern"), "window")
+    check("window", 256, 4096, 200)  # no windowed run recorded at w=4096: the fourth line says so
+    assert "no windowed run recorded at w=4096" in _shown(root)[0]
     assert len(set(seen)) == len(seen), "a control changed nothing on the page"
     assert _console_errors(driver) == []

@@ -5,6 +5,8 @@ Whatever command builds the book (``make book``, or the jupyter-book command wri
 
 * ``exercises.js``, the value exercises for the check-yourself boxes, written from
   ``lib.checks`` as ``python -m lib.checks --export-js`` does;
+* ``playground-data.js``, the CPU times recorded in ``chapters/results/`` that the live
+  complexity playground plots and notes (``lib.playgrounds.complexity.page_data``);
 * ``mathjax/``, MathJax 2.7, copied from the ``jupyter-server-mathjax`` package when it is
   not there yet (``make mathjax`` does the same). Without that package the build stops and
   says so, rather than making a book whose formulas show as raw TeX.
@@ -18,6 +20,7 @@ keeping the first. The browser test (tests/test_browser.py) fails on any console
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -67,6 +70,16 @@ def write_exercises_js(app) -> None:
     logger.info(f"book_offline: wrote {path.relative_to(app.srcdir)} from lib.checks")
 
 
+def write_playground_data_js(app) -> None:
+    try:
+        from lib.playgrounds.complexity import page_data
+    except ImportError as error:
+        raise ExtensionError(f"the book needs the package lib (run from the repository root): {error}") from error
+    path = _static_dir(app) / "playground-data.js"
+    path.write_text(f"window.BOOK_PLAYGROUND_DATA = {json.dumps(page_data())};\n", encoding="utf-8")
+    logger.info(f"book_offline: wrote {path.relative_to(app.srcdir)} from chapters/results")
+
+
 def copy_mathjax(app) -> None:
     target = _static_dir(app) / "mathjax"
     if (target / "MathJax.js").is_file():
@@ -85,7 +98,8 @@ def copy_mathjax(app) -> None:
 
 def put_assets_in_place(app) -> None:
     if app.builder.format == "html":
-        write_exercises_js(app)
+        write_exercises_js(app)  # puts the repository root on sys.path first
+        write_playground_data_js(app)
         copy_mathjax(app)
 
 

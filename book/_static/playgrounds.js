@@ -9,18 +9,30 @@
 // A chapter puts the placeholder right after the playground's static figure. Each control
 // has a data-control name; the printed lines are in <pre data-readout>, and the numbers
 // behind them, unrounded, in data-* attributes of that element (JSON), so that
-// tests/test_playgrounds_live.py can set the controls and compare with the Python function.
+// tests/test_browser.py can set the controls and compare with the Python function.
+//
+// The pure functions (no DOM) are window.BookPlaygrounds in a browser and module.exports
+// under Node, where tests/test_playgrounds_page.py compares them with lib.playgrounds on a
+// grid of thousands of settings. The complexity playground's recorded CPU times come from
+// window.BOOK_PLAYGROUND_DATA (playground-data.js, written from chapters/results/*.csv when
+// the book is built, by book/_ext/book_offline.py).
 (function () {
   "use strict";
 
   // --- formatting as Python's f"{x:.{d}f}", f"{n:,}" and f"{x:.2%}" ------------------------
 
-  // toFixed rounds an exact tie up, Python to even; both round the exact binary value.
+  // Python prints the exact decimal value of the double, rounded half to even (toFixed
+  // rounds an exact tie up, and writes 1e21 and above in exponent form).
   function fixed(x, digits) {
+    if (Number.isNaN(x)) return "nan";
     if (x === Infinity) return "inf";
     if (x === -Infinity) return "-inf";
     const negative = x < 0 || Object.is(x, -0);
     const magnitude = Math.abs(x);
+    if (magnitude >= 1e21) {
+      // every double this large is a whole number: BigInt writes its exact digits
+      return (negative ? "-" : "") + BigInt(magnitude).toString() + (digits > 0 ? "." + "0".repeat(digits) : "");
+    }
     let text = magnitude.toFixed(digits);
     const exact = magnitude.toFixed(100);
     const point = exact.indexOf(".");
@@ -105,6 +117,16 @@
     return 1 / temperature;
   }
 
+  // lib.attention.softmax: shift by the row's maximum when it is finite (else by 0), and
+  // divide by the sum when it is positive (else by 1): a fully masked row reads nothing.
+  function softmax(scores) {
+    const top = Math.max(...scores);
+    const shift = Number.isFinite(top) ? top : 0;
+    const exps = scores.map((s) => Math.exp(s - shift));
+    const total = exps.reduce((a, b) => a + b, 0);
+    return exps.map((e) => e / (total > 0 ? total : 1));
+  }
+
   // self_attention_read: the query at `position` reads the keys it may (all, or 0..position).
   function selfAttentionRead(query, position, scaling, temperature, causal) {
     const keys = EXAMPLE_KEYS;
@@ -113,20 +135,20 @@
     const allowed = keys.map((_, j) => !causal || j <= position);
     const dot = keys.map((key) => key.reduce((sum, k, i) => sum + k * query[i], 0));
     const scores = dot.map((x, j) => (allowed[j] ? x * scale : -Infinity));
-    const top = Math.max(...scores);
-    const exps = scores.map((s) => (s === -Infinity ? 0 : Math.exp(s - top)));
-    const total = exps.reduce((a, b) => a + b, 0);
-    const weights = exps.map((e) => e / total);
+    const weights = softmax(scores);
     const output = values[0].map((_, i) => weights.reduce((sum, w, j) => sum + w * values[j][i], 0));
     return { query, position, scale, allowed, dot, scores, weights, output };
   }
+
+  // 10.0 ** -d as Python computes it (V8's Math.pow(10, -4) is 0.00009999999999999999)
+  const TENTH_POWERS = [1, 1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10];
 
   // decimals_needed: no entry other than exactly 0 or 1 reads as 0 or 1, and small entries
   // keep two significant digits.
   function decimalsNeeded(lists, start = 4, most = 8) {
     const numbers = lists.flat().filter((x) => Number.isFinite(x));
     for (let digits = start; digits <= most; digits++) {
-      const step = Math.pow(10, -digits);
+      const step = TENTH_POWERS[digits];
       const ok = numbers.every(
         (x) => x === 0 || x === 1 || (Math.abs(x) >= 10 * step && Math.abs(Math.abs(x) - 1) >= step / 2),
       );
@@ -147,6 +169,17 @@
     ].join("\n");
   }
 
+  // What the notebook's FloatText makes of a box's text: a number, or null where the box
+  // holds none (blank, "-", "1e", or beyond a double's range: an <input type="number">
+  // then reports ""). The widget keeps its last number and puts it back in the box when
+  // the entry is done (its change event); it never sends -0 (JSON has none).
+  function boxNumber(text) {
+    const trimmed = String(text).trim();
+    if (trimmed === "") return null;
+    const value = Number(trimmed);
+    return Number.isFinite(value) ? value + 0 : null;
+  }
+
   function mountSelfAttention(root) {
     const token = select("position", [["token 1", 0], ["token 2", 1]], 0);
     const qx = element("input", { type: "number", step: "0.1", "data-control": "qx", value: "1" });
@@ -158,11 +191,28 @@
     temperature.disabled = true;
     const temperatureText = element("span", { "data-shows": "temperature" });
     let temperatureValue = Math.SQRT2; // until the slider moves, exactly √2
+    const boxes = [
+      { name: "q[0]", box: qx, value: 1 },
+      { name: "q[1]", box: qy, value: 0 },
+    ];
+    const warning = element("p", { class: "playground-warning", "data-warning": "", role: "status" });
     const out = readout();
     const bars = element("div", { class: "playground-bars" });
 
+    // As the notebook's FloatText (continuous_update=False): a box's number is applied when
+    // the entry is done (Enter, or leaving the box). A box whose text is no number keeps its
+    // last number and gets it back then; while the text is unfinished, the page says so.
+    function showUnread() {
+      const unread = boxes.filter((entry) => entry.box.validity.badInput || boxNumber(entry.box.value) === null);
+      warning.textContent = unread
+        .map(({ name, value }) => `${name} is not a number: the lines below are for ${name} = ${value}`)
+        .join("; ");
+      warning.hidden = unread.length === 0;
+    }
+
     function update() {
-      const query = [Number(qx.value), Number(qy.value)];
+      showUnread();
+      const query = boxes.map((entry) => entry.value);
       const position = Number(token.value);
       const read = selfAttentionRead(query, position, scaling.value, temperatureValue, causal.checked);
       out.textContent = describeRead(read);
@@ -188,7 +238,10 @@
     }
 
     token.addEventListener("change", () => {
-      [qx.value, qy.value] = EXAMPLE_QUERIES[Number(token.value)].map(String);
+      boxes.forEach((entry, i) => {
+        entry.value = EXAMPLE_QUERIES[Number(token.value)][i];
+        entry.box.value = String(entry.value);
+      });
       update();
     });
     scaling.addEventListener("change", () => {
@@ -199,8 +252,17 @@
       temperatureValue = Math.pow(10, Number(temperature.value));
       update();
     });
-    for (const control of [qx, qy, causal]) control.addEventListener("input", update);
     causal.addEventListener("change", update);
+    for (const entry of boxes) {
+      entry.box.title = "Enter, or leaving the box, applies the number (as in the notebook)";
+      entry.box.addEventListener("input", showUnread);
+      entry.box.addEventListener("change", () => {
+        const value = entry.box.validity.badInput ? null : boxNumber(entry.box.value);
+        if (value === null) entry.box.value = String(entry.value); // the last number, back in the box
+        else entry.value = value;
+        update();
+      });
+    }
 
     frame(
       root,
@@ -208,6 +270,7 @@
       [
         [labelled("query of", token), labelled("q[0]", qx), labelled("q[1]", qy), labelled("causal mask", causal)],
         [labelled("scaling", scaling), labelled("temperature", temperature), temperatureText],
+        [warning],
       ],
       element("div", { class: "playground-figure" }, [element("p", { text: "weights (softmax)" }), bars]),
       out,
@@ -227,6 +290,9 @@
   }
 
   const dot2 = (a, b) => a[0] * b[0] + a[1] * b[1];
+
+  const FREQUENCY_STEPS = 64;
+  const frequencyAt = (steps) => (steps * Math.PI) / FREQUENCY_STEPS; // steps · π/64, exactly π at 64
 
   // rope_read: q turned to position m, k to position n, and the same score from the gap alone.
   function ropeRead(m, n, frequency, query = EXAMPLE_VECTOR, key = EXAMPLE_VECTOR) {
@@ -256,10 +322,13 @@
     const m = range("m", 0, maxPosition, 1, 1);
     const n = range("n", 0, maxPosition + maxGap, 1, 2);
     const gap = range("gap", -maxGap, maxGap, 1, 1);
-    const frequency = range("frequency", 0, Math.PI, Math.PI / 64, EXAMPLE_FREQUENCY);
+    // The notebook's FloatSlider(min=0, max=π, step=π/64): its grid is k·π/64 for k = 0..64,
+    // π included. A range input in radians would stop at 63π/64 (the browser rounds
+    // π / (π/64) below 64), so this one counts steps of π/64.
+    const frequency = range("frequency", 0, FREQUENCY_STEPS, 1, FREQUENCY_STEPS / 4);
     const shown = {};
     for (const name of ["m", "n", "gap", "frequency"]) shown[name] = element("span", { "data-shows": name });
-    let frequencyValue = EXAMPLE_FREQUENCY; // the slider's grid holds π/4 (16 steps of π/64)
+    let frequencyValue = EXAMPLE_FREQUENCY; // π/4, 16 steps of π/64
     const out = readout();
     const plane = svg("svg", { viewBox: "-1.3 -1.3 2.6 2.6", width: "180", height: "180", role: "img" });
 
@@ -302,7 +371,7 @@
       update();
     });
     frequency.addEventListener("input", () => {
-      frequencyValue = Number(frequency.value);
+      frequencyValue = frequencyAt(Number(frequency.value));
       update();
     });
 
@@ -365,36 +434,114 @@
     return HEADS * 4 * pairs * HEAD_DIM;
   }
 
-  function describeComplexity(pattern, n, window, nGlobal) {
-    const pairs = patternPairs(pattern, n, window, nGlobal);
-    const flops = patternFlops(pattern, n, window, nGlobal);
-    const doubling = patternFlops(pattern, 2 * n, window, nGlobal) / flops;
-    const edges = pairs === null
-      ? "no query-key pairs (a fixed-size summary of the keys instead)"
-      : `${integer(pairs)} edges (${percent(pairs / (n * n))} of dense)`;
-    return [
-      `${LABELS[pattern]} at N = ${integer(n)}: ${edges}`,
-      `modeled attention FLOPs: ${grouped(fixed(flops / 1e9, 2))} GFLOP; doubling N multiplies them by ${fixed(doubling, 2)}`,
-      "counts are a model of arithmetic, not measured latency",
-    ].join("\n");
+  // measured_times: the CPU times recorded for a pattern (label -> [[N, ms], ...], in the
+  // order Python's dict keeps them) and a note on what is missing. `data` holds the rows of
+  // chapters/results/attention_cpu.csv and attention_window_cpu.csv, as csv.DictReader reads
+  // them (every value a string; null where a row is short).
+  function recordedSeries(rows, impl, causal, window) {
+    const points = rows
+      .filter(
+        (row) =>
+          row.impl === impl &&
+          row.causal === (causal ? "True" : "False") &&
+          (window === undefined || row.window === String(window)) &&
+          ("head_dim" in row ? row.head_dim : "64") === "64",
+      )
+      .map((row) => [parseInt(row.n, 10), Number(row.median_ms)]);
+    return points.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
   }
 
-  function logLogPlot(series, marked) {
+  function measuredTimes(pattern, window, data) {
+    const denseRows = data.attention_cpu;
+    const patternRows = data.attention_window_cpu;
+    let series = [];
+    let note = "";
+    if (pattern === "dense" || pattern === "causal") {
+      const causal = pattern === "causal";
+      series = [
+        [`tiled (${pattern})`, recordedSeries(denseRows, "tiled", causal)],
+        [`torch SDPA (${pattern})`, recordedSeries(denseRows, "sdpa", causal)],
+      ];
+    } else if (pattern === "window") {
+      const recorded = [
+        ...new Set(patternRows.filter((row) => row.impl === "tiled-window").map((row) => parseInt(row.window, 10))),
+      ].sort((a, b) => a - b);
+      const points = recordedSeries(patternRows, "tiled-window", true, window);
+      series = [[`windowed tiled (w=${window})`, points]];
+      if (points.length === 0) {
+        note = `no windowed run recorded at w=${window}` + (recorded.length ? ` (recorded: w=[${recorded.join(", ")}])` : "");
+      }
+    } else if (pattern === "linear") {
+      series = [["linear, causal (chunked)", recordedSeries(patternRows, "linear-causal", true)]];
+    } else {
+      note = "no kernel here skips the sparse/global pattern's work: nothing measured";
+    }
+    if (pattern !== "dense") {
+      // dense tiled for reference, from the same run as the pattern's where there is one
+      const sameRun = pattern === "window" || pattern === "linear" ? patternRows : denseRows;
+      const reference = recordedSeries(sameRun, "tiled", false);
+      series.push(["tiled (dense, for reference)", reference.length ? reference : recordedSeries(denseRows, "tiled", false)]);
+    }
+    series = series.filter(([, points]) => points.length > 0);
+    if (series.length === 0 && !note) {
+      note = `no CPU results under ${data.results_name}/ (run python -m lib.bench attention)`;
+    }
+    return { series, note };
+  }
+
+  // complexity_curves and describe, for 8 heads of width 64 (the notebook's widget).
+  function complexityCurves(pattern, n, window, nGlobal, data) {
+    const pairs = pattern === "linear" ? null : SIZES.map((s) => patternPairs(pattern, s, window, nGlobal));
+    const { series, note } = measuredTimes(pattern, window, data);
+    return {
+      pattern, n, window, nGlobal, sizes: SIZES, pairs,
+      flops: SIZES.map((s) => patternFlops(pattern, s, window, nGlobal)),
+      densePairs: SIZES.map((s) => patternPairs("dense", s)),
+      denseFlops: SIZES.map((s) => patternFlops("dense", s, window, nGlobal)),
+      pairsAtN: patternPairs(pattern, n, window, nGlobal),
+      flopsAtN: patternFlops(pattern, n, window, nGlobal),
+      doubling: patternFlops(pattern, 2 * n, window, nGlobal) / patternFlops(pattern, n, window, nGlobal),
+      measured: series,
+      note,
+    };
+  }
+
+  function describeComplexity(curves) {
+    const dense = curves.n * curves.n;
+    const edges = curves.pairsAtN === null
+      ? "no query-key pairs (a fixed-size summary of the keys instead)"
+      : `${integer(curves.pairsAtN)} edges (${percent(curves.pairsAtN / dense)} of dense)`;
+    const lines = [
+      `${LABELS[curves.pattern]} at N = ${integer(curves.n)}: ${edges}`,
+      `modeled attention FLOPs: ${grouped(fixed(curves.flopsAtN / 1e9, 2))} GFLOP; doubling N multiplies them by ` +
+        fixed(curves.doubling, 2),
+      "counts are a model of arithmetic, not measured latency",
+    ];
+    if (curves.note) lines.push(curves.note);
+    return lines.join("\n");
+  }
+
+  // One log-log panel: each series is { label, points: [[x, y], ...], color, dashed }.
+  function logLogPlot(title, xTicks, series, marked, emptyText) {
     const width = 360;
-    const height = 200;
-    const pad = 40;
-    const xs = SIZES.map(Math.log10);
-    const ys = series.flatMap((s) => s.values.filter((v) => v > 0).map(Math.log10));
+    const height = 220;
+    const pad = 44;
+    const all = series.flatMap((s) => s.points).filter(([x, y]) => x > 0 && y > 0);
+    const xs = (all.length ? all.map(([x]) => x) : xTicks).map(Math.log10);
+    const ys = all.length ? all.map(([, y]) => Math.log10(y)) : [0, 1];
     const [x0, x1, y0, y1] = [Math.min(...xs), Math.max(...xs), Math.min(...ys), Math.max(...ys)];
-    const px = (n) => pad + ((Math.log10(n) - x0) / (x1 - x0)) * (width - 2 * pad);
+    const px = (x) => pad + ((Math.log10(x) - x0) / (x1 - x0 || 1)) * (width - 2 * pad);
     const py = (v) => height - pad - ((Math.log10(v) - y0) / (y1 - y0 || 1)) * (height - 2 * pad);
     const plot = svg("svg", { viewBox: `0 0 ${width} ${height}`, width: String(width), height: String(height) });
     plot.setAttribute("role", "img");
-    plot.setAttribute("aria-label", "edges against N, log-log: " + series.map((s) => s.label).join(" and "));
+    plot.setAttribute(
+      "aria-label",
+      `${title}, log-log: ` + (series.length ? series.map((s) => s.label).join(", ") : emptyText),
+    );
     plot.appendChild(svg("rect", { x: pad, y: pad / 2, width: width - 2 * pad, height: height - 1.5 * pad,
       fill: "none", stroke: "currentColor", "stroke-width": 0.5 }));
     for (const s of series) {
-      const points = SIZES.map((n, i) => `${px(n)},${py(s.values[i])}`).join(" ");
+      const points = s.points.map(([x, y]) => `${px(x)},${py(y)}`).join(" ");
       plot.appendChild(svg("polyline", { points, fill: "none", stroke: s.color, "stroke-width": 2,
         "stroke-dasharray": s.dashed ? "5 3" : "none" }));
     }
@@ -404,19 +551,28 @@
       node.textContent = content;
       return node;
     };
+    plot.appendChild(text(width / 2, 12, title, "middle"));
     plot.appendChild(text(width / 2, height - 6, "sequence length N (log scale)", "middle"));
-    for (const n of [256, 4096, 65536]) plot.appendChild(text(px(n), height - pad + 12, integer(n), "middle"));
-    for (let power = Math.ceil(y0); power <= Math.floor(y1); power += 2) {
-      plot.appendChild(text(pad - 3, py(Math.pow(10, power)) + 4, `1e${power}`, "end"));
+    for (const x of xTicks) plot.appendChild(text(px(x), height - pad + 12, integer(x), "middle"));
+    if (all.length) {
+      for (let power = Math.ceil(y0); power <= Math.floor(y1); power += y1 - y0 > 4 ? 2 : 1) {
+        plot.appendChild(text(pad - 3, py(Math.pow(10, power)) + 4, `1e${power}`, "end"));
+      }
+    } else {
+      plot.appendChild(text(width / 2, height / 2, emptyText, "middle"));
     }
-    plot.appendChild(text(pad + 4, pad / 2 + 12, series.map((s) => s.label).join(" vs "), "start"));
+    series.forEach((s, i) => plot.appendChild(text(pad + 4, pad / 2 + 12 + 12 * i, s.label, "start")));
     return plot;
   }
 
+  const NO_DATA = { results_name: "results", attention_cpu: [], attention_window_cpu: [] };
+
   function mountComplexity(root) {
+    const data = (typeof window !== "undefined" && window.BOOK_PLAYGROUND_DATA) || NO_DATA;
+    if (data === NO_DATA) console.error("live playground: playground-data.js (the recorded CPU times) did not load");
     const pattern = select("pattern", PATTERNS.map((p) => [LABELS[p], p]), "window");
     const n = range("n", 0, SIZES.length - 1, 1, SIZES.indexOf(4096));
-    const window = range("window", 1, 4096, 1, 256);
+    const windowSlider = range("window", 1, 4096, 1, 256);
     const nGlobal = range("n_global", 0, 256, 1, 16);
     const shown = { n: element("span", { "data-shows": "n" }), window: element("span", { "data-shows": "window" }),
       n_global: element("span", { "data-shows": "n_global" }) };
@@ -427,41 +583,56 @@
     function update() {
       const p = pattern.value;
       const size = SIZES[Number(n.value)];
-      const [w, g] = [Number(window.value), Number(nGlobal.value)];
-      out.textContent = describeComplexity(p, size, w, g);
-      const pairs = SIZES.map((s) => patternPairs(p, s, w, g));
-      const flops = SIZES.map((s) => patternFlops(p, s, w, g));
+      const [w, g] = [Number(windowSlider.value), Number(nGlobal.value)];
+      const curves = complexityCurves(p, size, w, g, data);
+      out.textContent = describeComplexity(curves);
       out.dataset.state = JSON.stringify({ pattern: p, n: size, window: w, n_global: g });
       out.dataset.values = JSON.stringify({
-        sizes: SIZES, pairs: p === "linear" ? null : pairs, flops,
-        dense_pairs: SIZES.map((s) => s * s), pairs_at_n: patternPairs(p, size, w, g),
-        flops_at_n: patternFlops(p, size, w, g),
+        sizes: SIZES, pairs: curves.pairs, flops: curves.flops, dense_pairs: curves.densePairs,
+        dense_flops: curves.denseFlops, pairs_at_n: curves.pairsAtN, flops_at_n: curves.flopsAtN,
+        measured: curves.measured, note: curves.note,
       });
       shown.n.textContent = integer(size);
       shown.window.textContent = String(w);
       shown.n_global.textContent = String(g);
-      const dense = { label: "dense edges", values: SIZES.map((s) => s * s), color: "gray", dashed: true };
-      const series = p === "linear"
-        ? [{ label: "dense FLOPs", values: SIZES.map((s) => patternFlops("dense", s, w, g)), color: "gray", dashed: true },
-          { label: "linear FLOPs", values: flops, color: "#1f77b4" }]
-        : [dense, { label: `${LABELS[p]} edges`, values: pairs, color: "#1f77b4" }];
-      const marked = p === "linear" ? [size, patternFlops(p, size, w, g)] : [size, patternPairs(p, size, w, g)];
+      const along = (values) => SIZES.map((s, i) => [s, values[i]]);
+      const label = LABELS[p];
+      const edges = p === "linear"
+        ? []
+        : [{ label: "dense", points: along(curves.densePairs), color: "gray", dashed: true },
+          { label, points: along(curves.pairs), color: "#1f77b4" }];
+      const flops = [{ label: "dense", points: along(curves.denseFlops), color: "gray", dashed: true },
+        { label, points: along(curves.flops), color: "#1f77b4" }];
+      const palette = ["#1f77b4", "#ff7f0e", "#2ca02c"];
+      const times = curves.measured.map(([name, points], i) => ({
+        label: name, points, color: name.includes("reference") ? "gray" : palette[i % palette.length],
+        dashed: name.includes("reference"),
+      }));
       const rows = SIZES.map((s, i) =>
         element("tr", {}, [
           element("td", { text: integer(s) }),
-          element("td", { text: pairs[i] === null ? "no pairs" : integer(pairs[i]) }),
+          element("td", { text: curves.pairs === null ? "no pairs" : integer(curves.pairs[i]) }),
           element("td", { text: integer(s * s) }),
-          element("td", { text: fixed(flops[i] / 1e9, 2) }),
+          element("td", { text: fixed(curves.flops[i] / 1e9, 2) }),
         ]),
       );
       table.replaceChildren(
-        element("tr", {}, ["N", `${LABELS[p]} edges`, "dense edges", "GFLOP"].map((h) => element("th", { text: h }))),
+        element("tr", {}, ["N", `${label} edges`, "dense edges", "GFLOP"].map((h) => element("th", { text: h }))),
         ...rows,
       );
-      figure.replaceChildren(logLogPlot(series, marked), table);
+      const ticks = [256, 4096, 65536];
+      const timeTicks = [...new Set(curves.measured.flatMap(([, points]) => points.map(([x]) => x)))].sort((a, b) => a - b);
+      figure.replaceChildren(
+        logLogPlot("allowed query-key pairs", ticks, edges, p === "linear" ? null : [size, curves.pairsAtN],
+          "linear attention forms no pairs"),
+        logLogPlot("modeled attention FLOPs", ticks, flops, [size, curves.flopsAtN], ""),
+        logLogPlot("measured on a CPU (recorded), ms", timeTicks.length ? timeTicks : ticks, times, null,
+          curves.note || "nothing recorded"),
+        table,
+      );
     }
 
-    for (const control of [n, window, nGlobal]) control.addEventListener("input", update);
+    for (const control of [n, windowSlider, nGlobal]) control.addEventListener("input", update);
     pattern.addEventListener("change", update);
 
     frame(
@@ -469,7 +640,7 @@
       `Live: the attention-complexity playground (runs in this page; ${HEADS} heads of width ${HEAD_DIM})`,
       [
         [labelled("pattern", pattern), labelled("N (tokens)", n), shown.n],
-        [labelled("window w", window), shown.window, labelled("global tokens g", nGlobal), shown.n_global],
+        [labelled("window w", windowSlider), shown.window, labelled("global tokens g", nGlobal), shown.n_global],
       ],
       figure,
       out,
@@ -478,6 +649,17 @@
   }
 
   const MOUNTS = { "self-attention": mountSelfAttention, rope: mountRope, complexity: mountComplexity };
+
+  // The pure functions, for tests: tests/test_playgrounds_page.py runs them under Node.
+  const pure = {
+    fixed, grouped, integer, percent, boxNumber,
+    selfAttentionRead, decimalsNeeded, describeRead,
+    ropeRead, describeRope, frequencyAt, FREQUENCY_STEPS,
+    patternPairs, patternFlops, measuredTimes, complexityCurves, describeComplexity, SIZES, PATTERNS,
+  };
+  if (typeof module !== "undefined" && module.exports) module.exports = pure;
+  if (typeof window !== "undefined") window.BookPlaygrounds = pure;
+  if (typeof document === "undefined") return; // under Node: no page to mount on
 
   function start() {
     for (const root of document.querySelectorAll(".live-playground[data-playground]")) {

@@ -115,6 +115,20 @@ def measured_times(
     return series, note
 
 
+def page_data(results: Path = RESULTS) -> dict:
+    """What ``measured_times`` reads, for the live playground of the built book (no kernel there).
+
+    The rows of both CSVs as ``csv.DictReader`` gives them, and the folder's name for the note;
+    ``book/_ext/book_offline.py`` writes them to ``book/_static/playground-data.js``, and
+    ``book/_static/playgrounds.js`` redoes ``measured_times`` on them.
+    """
+    return {
+        "results_name": results.name,
+        "attention_cpu": _read_rows(results / "attention_cpu.csv"),
+        "attention_window_cpu": _read_rows(results / "attention_window_cpu.csv"),
+    }
+
+
 def complexity_curves(
     pattern: str = "window",
     n: int = 4096,
