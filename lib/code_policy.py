@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lib.safe_call import GradingTimeout, call_with_timeout, describe_error, resolve_dotted
+from lib.safe_call import GradingTimeout, call_with_timeout, describe_error, resolve_dotted, unloaded
 
 __all__ = ["Policy", "policy", "exercise_policy", "refusal", "read_before_running", "library_file", "fingerprint"]
 __all__ += ["UNSHOWN", "USES_FEEDBACK"]
@@ -80,7 +80,8 @@ class Policy:
 def policy(stands_for: Sequence[str], forbids: Sequence[str], reference: Any = None) -> Policy:
     """The policy of an exercise that stands for ``stands_for`` and forbids ``forbids`` (dotted
     names), with its ``reference`` (itself refused, and its code as good as the library's)."""
-    return _policy(tuple(stands_for), tuple(forbids), reference)
+    skipped = unloaded(forbids)  # names of a package not loaded yet are read once it is
+    return _policy(tuple(stands_for), tuple(d for d in forbids if d.split(".")[0] not in skipped), reference)
 
 
 @functools.lru_cache(maxsize=64)

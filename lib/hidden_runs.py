@@ -207,7 +207,7 @@ def _child(run: dict, root: Path, fd: int) -> int:
 
     from lib.code_policy import policy, read_before_running
     from lib.grading import _call_and_read
-    from lib.safe_call import GradingTimeout, call_with_timeout, describe_error
+    from lib.safe_call import GradingTimeout, call_with_timeout, describe_error, unloaded
     from lib.safe_unpickle import UnsafePickle, safe_loads
     from lib.sealed_run import encode_output, seal
 
@@ -225,7 +225,7 @@ def _child(run: dict, root: Path, fd: int) -> int:
     except (Exception, SystemExit, GeneratorExit, GradingTimeout) as error:  # the learner's pickle
         say(problem=f"could not load your function for grading ({describe_error(error)})")
         return 0
-    forbidden = []
+    forbidden, blocked = [], unloaded(run["forbids"])
     if run["stands_for"] or run["forbids"]:  # check()'s rules, read here from the names
         rules = policy(run["stands_for"], run["forbids"])
         found = read_before_running(function, rules)
@@ -235,7 +235,7 @@ def _child(run: dict, root: Path, fd: int) -> int:
         forbidden = rules.guarded
     cases = [tuple(_load_arg(spec, root) for spec in case) for case in run["cases"]]
     say(loaded=True)
-    seal(forbidden, fd)
+    seal(forbidden, fd, blocked)
     for number, args in enumerate(cases):
         problem, got, typed = _call_and_read(function, args)
         gc.collect(1)  # the learner's young garbage is finalized now, in the sealed process

@@ -20,6 +20,7 @@ import importlib
 import inspect
 import math
 import signal
+import sys
 import threading
 import types
 from collections.abc import Callable, Iterator, Sequence
@@ -315,6 +316,14 @@ def resolve_dotted(dotted: str) -> tuple[Any, Any, str]:
             owner = getattr(owner, attribute)
         return getattr(owner, parts[-1]), owner, parts[-1]
     raise ImportError(f"stands_for names {dotted!r}, which is not an importable module's attribute")
+
+
+LOADED_ONLY = ("scipy", "sklearn")  # slow to import (sklearn 2.5 s): their forbidden names are read once loaded
+
+
+def unloaded(forbids: Sequence[str]) -> frozenset[str]:
+    """LOADED_ONLY's packages ``forbids`` names that are not loaded (lib.sealed_run refuses importing them)."""
+    return frozenset(d.split(".")[0] for d in forbids if d.split(".")[0] in LOADED_ONLY) - set(sys.modules)
 
 
 def handed_in(answer: Any, forbidden: list[tuple[Any, str]]) -> str | None:

@@ -287,7 +287,7 @@ def _profile(codes, places, prints, builtins_, names, refuse):
     return profile
 
 
-def _hook(refuse, codes, places, prints, keep):
+def _hook(refuse, codes, places, prints, keep, blocked):
     """The audit hook; ``keep`` (the dispatcher's registrations) lives only in its closure."""
     from os import O_APPEND, O_CREAT, O_RDWR, O_WRONLY
 
@@ -320,6 +320,8 @@ def _hook(refuse, codes, places, prints, keep):
             return
         if event.startswith(always):
             refuse(f"{event} (the sealed grader's rules)")
+        if event == "import" and args and type(args[0]) is str and args[0].split(".")[0] in blocked:
+            refuse(f"importing {args[0]}, whose functions this exercise forbids")
         if event == "open" and len(args) > 2:
             mode, flags = args[1], args[2]
             if (type(mode) is str and ("w" in mode or "a" in mode or "x" in mode or "+" in mode)) or (
@@ -337,10 +339,11 @@ def _hook(refuse, codes, places, prints, keep):
     return hook
 
 
-def seal(forbidden: Sequence[tuple[Any, str]], fd: int) -> None:
+def seal(forbidden: Sequence[tuple[Any, str]], fd: int, blocked: Iterable[str] = ()) -> None:
     """Seal this process (see the module): after this, a forbidden callable, reached by any route,
     writes ``SEALED <name>`` to ``fd`` and ends the process with status ``REFUSED``. For a process
-    that runs nothing but one learner function's cases: nothing undoes it."""
+    that runs nothing but one learner function's cases: nothing undoes it. ``blocked``: packages it may
+    not import (forbidden names of theirs that were not read because they were not loaded)."""
     refuse = _refuser(fd)
     torch.set_num_threads(1)  # no thread pool is started after the filter forbids threads
     twins = _python_twins(_aten_names(forbidden))
@@ -367,7 +370,7 @@ def seal(forbidden: Sequence[tuple[Any, str]], fd: int) -> None:
 
             registrations.impl(full, key, kernel, False)
     sys.setprofile(_profile(codes, places, prints, builtins_, tuple(names), refuse))
-    sys.addaudithook(_hook(refuse, codes, places, prints, registrations))
+    sys.addaudithook(_hook(refuse, codes, places, prints, registrations, frozenset(blocked)))
 
 
 def encode_output(got: torch.Tensor, limit: int) -> dict:

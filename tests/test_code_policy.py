@@ -182,6 +182,7 @@ def _uses(dotted):
     for a method, on the argument (``x.softmax(...)``)."""
     obj, owner, attribute = resolve_dotted(dotted)
     namespace = {"torch": torch, "lib": lib, "builtins": __import__("builtins")}
+    namespace.setdefault(dotted.split(".")[0], sys.modules[dotted.split(".")[0]])  # scipy, sklearn: loaded by resolve
     for name in ("lib.online_softmax", "lib.masks", "lib.tiling", "lib.costs", "lib.blocks", "lib.vit", "lib.rope"):
         importlib.import_module(name)
     importlib.import_module("torch.nn.attention.bias")

@@ -344,6 +344,11 @@ _SOFTMAXES = (  # any softmax does this exercise's work, torch's or the library'
     "torch._scaled_dot_product_attention_math", "torch._scaled_dot_product_flash_attention_for_cpu",
     "torch._scaled_dot_product_efficient_attention", "torch._scaled_dot_product_cudnn_attention",
     "torch._native_multi_head_attention", "torch._transformer_encoder_layer_fwd",
+    # torch's Python twins of its kernels, and the softmax of the other installed packages
+    "torch._refs.softmax", "torch._refs.log_softmax", "torch._refs.logsumexp", "torch._refs.special.softmax",
+    "torch._refs.special.log_softmax", "torch._decomp.decompositions._softmax",
+    "torch._decomp.decompositions._log_softmax", "torch._decomp.decompositions.safe_softmax",
+    "scipy.special.softmax", "scipy.special.log_softmax", "scipy.special.logsumexp", "sklearn.utils.extmath.softmax",
 )  # fmt: skip
 
 
