@@ -22,7 +22,6 @@ was on says so.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import io
 import json
@@ -124,7 +123,7 @@ def _run_sealed(run: dict, root: Path) -> tuple[list[dict], list[str], int, bool
             os._exit(status)
     os.close(write_end)
     lines, sealed, timed_out = [], [], False
-    buffer, total = b"", 0
+    buffer, total, resets = b"", 0, 0
     cap = (MAX_OUTPUT_BYTES * 4 // 3 + 4096) * (len(run["cases"]) + 2)
     deadline = time.monotonic() + LOAD_S
     try:
@@ -144,15 +143,13 @@ def _run_sealed(run: dict, root: Path) -> tuple[list[dict], list[str], int, bool
             for line in complete:
                 if line.startswith(b"SEALED "):
                     sealed.append(line[7:].decode("utf-8", "replace")[:300])
-                    continue
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(entry, dict):
-                    lines.append(entry)
-                    if entry.get("loaded") or "case" in entry:  # the clock starts again for the next case
-                        deadline = time.monotonic() + run["timeout_s"] + 1.0
+                with contextlib.suppress(ValueError):
+                    lines.append(json.loads(line))
+                # the clock starts again after the load and after each case: n + 1 times at most, whatever is forged
+                if len(lines) > resets and resets <= len(run["cases"]) and isinstance(lines[-1], dict):
+                    resets, deadline = len(lines), time.monotonic() + run["timeout_s"] + 1.0
+            if sealed:  # refused: nothing it does after counts
+                break
     finally:
         os.close(read_end)
         with contextlib.suppress(ProcessLookupError):
@@ -164,11 +161,13 @@ def _run_sealed(run: dict, root: Path) -> tuple[list[dict], list[str], int, bool
 def _report(index: int, run: dict, root: Path, emit, lines: list, sealed: list, status: int, timed_out: bool):
     """The results lines of one function, from what its child said and how it ended. A refusal
     (the child's REFUSED status) outweighs whatever the child wrote before it."""
+    from lib.answer_records import decode_output
     from lib.grading import CALLS_LIBRARY
     from lib.sealed_run import REFUSED
 
+    lines = [entry for entry in lines if isinstance(entry, dict)]
     first = lines[0] if lines else {}
-    if not first.get("loaded") and status != REFUSED:
+    if not first.get("loaded") and status != REFUSED and not sealed:
         if "refused" in first:
             emit(function=index, refused=str(first["refused"])[:300])
         elif "problem" in first:
@@ -176,15 +175,19 @@ def _report(index: int, run: dict, root: Path, emit, lines: list, sealed: list, 
         else:
             emit(function=index, problem=f"could not load your function for grading (exit status {status})")
         return
+    unsealed = [str(entry["sealing"]) for entry in lines if "sealing" in entry]
+    if unsealed and status != REFUSED and not sealed:
+        emit(function=index, problem=f"the grader could not seal the process for your function ({unsealed[0]})")
+        return
     cases = []
     for entry in lines[1:]:
         if entry.get("case") != len(cases) or len(cases) == len(run["cases"]):
             break  # a line out of order: the rest is not the child's
         cases.append(entry)
     ended = None
-    if status == REFUSED:
+    if status == REFUSED or sealed:  # a SEALED line counts even if the process went on (its exit undone)
         cases = cases[: len(run["cases"]) - 1]
-        ended = f"{CALLS_LIBRARY} {sealed[-1] if sealed else 'a call the sealed grader refuses'}"
+        ended = f"{CALLS_LIBRARY} {sealed[0] if sealed else 'a call the sealed grader refuses'}"
     elif len(cases) < len(run["cases"]) and (timed_out or status != 0):
         ended = f"did not finish within {run['timeout_s']:g} s (an endless loop?)" if timed_out else None
         ended = ended or f"ended the process that ran it (exit status {status})"
@@ -194,7 +197,7 @@ def _report(index: int, run: dict, root: Path, emit, lines: list, sealed: list, 
         number = entry["case"]
         line = {"function": index, "case": number, "problem": str(entry.get("problem", ""))[:300],
                 "typed": bool(entry.get("typed"))}  # fmt: skip
-        output = _decode_output(entry)
+        output = decode_output(entry, MAX_OUTPUT_BYTES)
         if output is not None and not line["problem"]:
             line |= _save_output(output, root, f"out-{index}-{number}")
         emit(**line)
@@ -205,11 +208,12 @@ def _child(run: dict, root: Path, fd: int) -> int:
     process, then run each case and write its result to ``fd``."""
     import gc
 
+    from lib.answer_records import encode_output
     from lib.code_policy import policy, read_before_running
     from lib.grading import _call_and_read
     from lib.safe_call import GradingTimeout, call_with_timeout, describe_error, unloaded
     from lib.safe_unpickle import UnsafePickle, safe_loads
-    from lib.sealed_run import encode_output, seal
+    from lib.sealed_run import seal
 
     pipe = io.FileIO(fd, "wb", closefd=False)
 
@@ -234,8 +238,12 @@ def _child(run: dict, root: Path, fd: int) -> int:
             return 0
         forbidden = rules.guarded
     cases = [tuple(_load_arg(spec, root) for spec in case) for case in run["cases"]]
-    say(loaded=True)
-    seal(forbidden, fd, blocked)
+    try:
+        seal(forbidden, fd, blocked)
+    except Exception as error:  # the grader's fault, not the learner's: said so, and nothing runs
+        say(loaded=True, sealing=f"{type(error).__name__}: {error}"[:200])
+        return 3
+    say(loaded=True)  # the first case's clock starts now
     for number, args in enumerate(cases):
         problem, got, typed = _call_and_read(function, args)
         gc.collect(1)  # the learner's young garbage is finalized now, in the sealed process
@@ -244,26 +252,6 @@ def _child(run: dict, root: Path, fd: int) -> int:
             entry |= encode_output(got, MAX_OUTPUT_BYTES)
         say(**entry)
     return 0
-
-
-def _decode_output(entry: dict) -> torch.Tensor | None:
-    """The output a child's line carries, as a tensor of its dtype; None when it carries none a grader
-    reads (no numbers, an odd dtype, a shape that does not match its bytes)."""
-    try:
-        kind = np.dtype(str(entry["array"]))
-        if kind.kind not in "biufc" or kind.hasobject:
-            return None
-        data = base64.b64decode(str(entry["data"]), validate=True)
-        shape = tuple(int(n) for n in entry["shape"])
-        if len(data) > MAX_OUTPUT_BYTES:
-            return None
-        array = np.frombuffer(data, dtype=kind).reshape(shape)
-        dtype = getattr(torch, str(entry["dtype"]))
-        if not isinstance(dtype, torch.dtype):
-            return None
-        return torch.from_numpy(array.copy()).to(dtype)
-    except (KeyError, TypeError, ValueError, RuntimeError, AttributeError):
-        return None
 
 
 def _read_results(folder: Path) -> list[dict]:

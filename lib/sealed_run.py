@@ -1,35 +1,30 @@
 """One learner function's hidden cases, run in a process sealed before the function is loaded.
 
-``lib.call_watch`` watches a learner's function from inside the learner's own interpreter, and
-a student who reads it can take it apart between two of its checks: a fourth hostile batch
-switched the watch off for one call to torch's softmax and put every part back before
-returning (issue 30). The grader (``lib.hidden_runs``) therefore runs each function's cases in
-a child process of its own, forked before the function is loaded, and seals that child first:
+``lib.call_watch`` watches a function from inside the learner's interpreter, where a student who
+reads it can switch it off for one call and put it back (a fourth hostile batch, issue 30). The
+grader (``lib.hidden_runs``) runs each function's cases in a child forked before the function is
+loaded, and seals that child first:
 
 * **torch's operators**: each forbidden torch callable's operator (``torch.softmax`` ->
-  ``aten::softmax``; ``torch.ops.aten._softmax``) gets, at every dispatch key that has a kernel
-  (CPU, sparse, nested, mkldnn, autograd, composite...), a kernel that ends the process. Every
-  route to the operator (its Python names, an operator handle, TorchScript, a redispatch, a
-  nested or sparse tensor) reaches the dispatcher, and the handle that holds these kernels lives
-  only in the audit hook's closure, which no Python code can reach;
-* **Python code**: a profile hook ends the process when a forbidden function's code runs: the
-  code object itself, code from the same file and line (its module run again), or code with the
-  same instructions and names (its source compiled again, under any file name). The profile has
-  no closure and only immutable defaults: nothing in it can be switched off or emptied;
-* **an audit hook** (no flag, no state a learner can reach) ends the process when the learner's
-  code would change the profile (``sys.setprofile``, a function's ``__code__`` or defaults),
-  search the heap (``gc.get_objects``), load native code (ctypes), start a process or write a file;
+  ``aten::softmax``) gets, at every dispatch key with a kernel (CPU, sparse, nested, mkldnn,
+  autograd, composite...), a kernel that ends the process: every route (a private name, an operator
+  handle, TorchScript, a redispatch, vmap) reaches it; the handle holding them is unreachable;
+* **Python code**: a profile hook, with no closure and only immutable defaults, ends the process when
+  a forbidden function's code runs: the code object, code from its file and line (its module run
+  again), or code with its instructions (its source compiled again, under any name);
+* **an audit hook** (no flag, no reachable state) ends it when the learner's code would change the
+  profile, search the heap (``gc.get_objects``), load native code, start a process or write a file;
 * **the kernel** (seccomp, Linux x86-64): no file opened for writing, no process or thread, no
-  signal to another process, no tracing, no io_uring. The only way out is the pipe to the parent.
+  signal to another process, no tracing. The only way out is the pipe to the parent.
 
-A refusal ends the process at once with status ``REFUSED`` and a line ``SEALED <what>`` on the
-pipe: a learner's ``except`` cannot catch it and no later code can undo it. The parent gives no
-credit to a run that ended so, whatever else the pipe holds.
+A refusal writes ``SEALED <what>`` to the pipe and ends the process (status ``REFUSED``): the parent
+gives no credit to a run that did either, whatever else it wrote. What a process cannot guard
+against itself: a hand-in that writes its memory (numpy's array interface takes any address) can
+undo any of this; the static reading (``lib.code_policy``), done before anything of it runs, holds.
 """
 
 from __future__ import annotations
 
-import base64
 import ctypes
 import os
 import struct
@@ -39,12 +34,11 @@ import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 
 from lib.code_policy import library_file
 
-__all__ = ["REFUSED", "seal", "forbidden_ops", "seccomp_available", "encode_output"]
+__all__ = ["REFUSED", "seal", "forbidden_ops", "seccomp_available"]
 
 REFUSED = 86  # the exit status of a sealed process that refused a call
 # Dispatch keys whose kernels are replaced, where the operator has one (registering at a key an
@@ -198,10 +192,8 @@ def _filter() -> bytes:
 
 def seccomp_available() -> str:
     """'' when this process can load the filter (Linux on x86-64), else why not."""
-    if sys.platform != "linux":
-        return f"seccomp is Linux's ({sys.platform})"
-    if os.uname().machine != "x86_64":
-        return f"the filter is written for x86-64 ({os.uname().machine})"
+    if sys.platform != "linux" or os.uname().machine != "x86_64":
+        return f"the filter is written for Linux on x86-64 ({sys.platform}, {os.uname().machine})"
     return ""
 
 
@@ -252,34 +244,40 @@ def _instructions() -> tuple[bytes, bytes]:
 _TABLE, _DROPPED = _instructions()
 
 
-def _print(code: types.CodeType) -> tuple[bytes, tuple]:
-    return (code.co_code[::2].translate(_TABLE, _DROPPED), code.co_names)
+def _print(code: types.CodeType) -> bytes:
+    return code.co_code[::2].translate(_TABLE, _DROPPED)
+
+
+MIN_PRINT = 24  # instructions a copy must share to be one (shorter bodies are alike by chance)
 
 
 def _profile(codes, places, prints, builtins_, names, refuse):
     """The profile hook: ends the process when forbidden code runs or a forbidden builtin is called.
-    Everything it reads is an immutable default (frozensets, tuples), bound when it is made."""
+    Everything it reads is an immutable default (frozensets, tuples), bound when it is made; it hashes
+    only plain strings and bytes (a str subclass's __hash__ would run learner code unprofiled)."""
 
     code_ids, builtin_ids = frozenset(id(code) for code in codes), frozenset(id(obj) for obj in builtins_)
 
     def profile(
         frame, event, arg, _ids=code_ids, _places=places, _prints=prints,
         _builtins=builtin_ids, _names=names, _keep=(tuple(codes), tuple(builtins_)),
-        _id=id, _refuse=refuse, _table=_TABLE, _dropped=_DROPPED,
+        _id=id, _type=type, _str=str, _refuse=refuse, _table=_TABLE, _dropped=_DROPPED,
     ):  # fmt: skip
         try:
             if event == "call":
                 code = frame.f_code
-                key = _id(code)
+                key, file, name = _id(code), code.co_filename, code.co_name
+                if _type(file) is not _str or _type(name) is not _str:
+                    _refuse("code whose file or name is not a plain string")
                 if (
                     key in _ids
-                    or (code.co_filename, code.co_firstlineno, code.co_name) in _places
-                    or (code.co_code[::2].translate(_table, _dropped), code.co_names) in _prints
+                    or (file, code.co_firstlineno, name) in _places
+                    or code.co_code[::2].translate(_table, _dropped) in _prints
                 ):
-                    found = [name for ident, name in _names if ident == key]
-                    _refuse((found[0] if found else code.co_name) + " (its code, run by your function)")
+                    found = [known for ident, known in _names if ident == key]
+                    _refuse((found[0] if found else name) + " (its code, run by your function)")
             elif event == "c_call" and _id(arg) in _builtins:
-                found = [name for ident, name in _names if ident == _id(arg)]
+                found = [known for ident, known in _names if ident == _id(arg)]
                 _refuse(found[0] if found else "a call no exercise needs")
         except BaseException:
             _refuse("the grader's watch could not read a call")
@@ -287,17 +285,16 @@ def _profile(codes, places, prints, builtins_, names, refuse):
     return profile
 
 
-def _hook(refuse, codes, places, prints, keep, blocked):
-    """The audit hook; ``keep`` (the dispatcher's registrations) lives only in its closure."""
+def _hook(refuse, codes, places, prints, keep, blocked, protected):
+    """The audit hook; ``keep`` (the dispatcher's registrations) lives only in its closure; ``protected``:
+    the functions whose code and defaults may not change (the profile's and the refusal's)."""
     from os import O_APPEND, O_CREAT, O_RDWR, O_WRONLY
 
     always = ("sys.setprofile", "sys.settrace", "gc.get_", "ctypes.", "os.system", "os.exec", "os.posix_spawn",
               "os.spawn", "os.fork", "os.forkpty", "subprocess.Popen", "sys._current_frames", "sys.addaudithook",
               "cpython.remote_debugger", "sys.remote_exec")  # fmt: skip
-    ids = frozenset(map(id, codes))
-    attributes = frozenset({"__code__", "__defaults__", "__kwdefaults__", "__globals__", "__closure__"})
-    function_type, code_type = types.FunctionType, types.CodeType
-    table, dropped, instructions = _TABLE, _DROPPED, frozenset(ops for ops, _ in prints)
+    ids, guarded = frozenset(map(id, codes)), frozenset(map(id, protected))
+    code_type, table, dropped = types.CodeType, _TABLE, _DROPPED
     write_flags = O_WRONLY | O_RDWR | O_CREAT | O_APPEND
 
     def forbidden_code(code) -> bool:
@@ -306,10 +303,12 @@ def _hook(refuse, codes, places, prints, keep, blocked):
             code = stack.pop()
             if type(code) is not code_type:
                 continue
+            if type(code.co_filename) is not str or type(code.co_name) is not str:
+                return True
             if (
                 id(code) in ids
                 or (code.co_filename, code.co_firstlineno, code.co_name) in places
-                or (code.co_code[::2].translate(table, dropped), code.co_names) in prints
+                or code.co_code[::2].translate(table, dropped) in prints
             ):
                 return True
             stack += code.co_consts
@@ -328,12 +327,12 @@ def _hook(refuse, codes, places, prints, keep, blocked):
                 type(flags) is int and flags & write_flags
             ):
                 refuse(f"writing {args[0]!r} (a function answers by what it returns)")
-        if event == "object.__setattr__" and type(args[0]) is function_type and args[1] in attributes:
-            refuse(f"setting a function's {args[1]} (the sealed grader's rules)")
+        if event in ("object.__setattr__", "object.__delattr__") and id(args[0]) in guarded:
+            refuse(f"changing the grader's {args[1]} (the sealed grader's rules)")
         if event in ("exec", "function.__new__") and args and forbidden_code(args[0]):
             refuse(f"{event} of a forbidden function's code")
         if event == "code.__new__" and args and type(args[0]) is bytes:
-            if args[0][::2].translate(table, dropped) in instructions:
+            if args[0][::2].translate(table, dropped) in prints:
                 refuse("code.__new__ with a forbidden function's instructions")
 
     return hook
@@ -356,7 +355,7 @@ def seal(forbidden: Sequence[tuple[Any, str]], fd: int, blocked: Iterable[str] =
     names += [(id(obj), name) for obj, name in forbidden]
     names += [(id(obj), f"{getattr(obj, '__module__', None) or '?'}.{obj.__name__}") for obj in _builtin_never()]
     places = frozenset((c.co_filename, c.co_firstlineno, c.co_name) for c in codes)
-    prints = frozenset(_print(c) for c in codes if len(_print(c)[0]) > 4)  # not a bare `return x`
+    prints = frozenset(_print(c) for c in codes if len(_print(c)) >= MIN_PRINT)
 
     if not seccomp_available():  # elsewhere (macOS) the interpreter's parts seal it without the kernel's
         _load_filter()
@@ -369,19 +368,8 @@ def seal(forbidden: Sequence[tuple[Any, str]], fd: int, blocked: Iterable[str] =
                 _refuse(_what)
 
             registrations.impl(full, key, kernel, False)
-    sys.setprofile(_profile(codes, places, prints, builtins_, tuple(names), refuse))
-    sys.addaudithook(_hook(refuse, codes, places, prints, registrations, frozenset(blocked)))
-
-
-def encode_output(got: torch.Tensor, limit: int) -> dict:
-    """A case's output as the child sends it up the pipe: its dtype, shape and bytes (base64)."""
-    dtype = str(got.dtype).removeprefix("torch.")
-    if got.dtype in (torch.bfloat16, torch.float16):
-        got = got.float()  # numpy has no bfloat16: widened here, narrowed again by the grader
-    elif got.dtype == torch.complex32:
-        got = got.to(torch.complex64)
-    array = np.ascontiguousarray(got.numpy())
-    if array.nbytes > limit:
-        return {"problem": f"returned {array.nbytes} bytes, more than the grader reads ({limit})"}
-    data = base64.b64encode(array.tobytes()).decode("ascii")
-    return {"dtype": dtype, "array": array.dtype.str, "shape": list(array.shape), "data": data}
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(registrations))  # no reference dropped ever frees them
+    repr(torch.zeros(2, 2)), repr(torch.tensor(1.0))  # printing's lazy imports (namedtuples) done before
+    profile = _profile(codes, places, prints, builtins_, tuple(names), refuse)
+    sys.setprofile(profile)
+    sys.addaudithook(_hook(refuse, codes, places, prints, registrations, frozenset(blocked), (profile, refuse)))

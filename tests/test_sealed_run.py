@@ -27,13 +27,14 @@ def _reference(scores):
     return torch.nan_to_num(torch.softmax(scores, -1), nan=0.0)
 
 
-def _stable(scores):  # an honest answer: a helper, a comprehension, torch.where, math
+def _stable(scores):  # an honest answer: a helper, a comprehension, torch.where, math, a print
     import math
 
     def shifted(x):
         top = x.amax(dim=-1, keepdim=True)
         return x - torch.where(torch.isinf(top), torch.zeros_like(top), top)
 
+    print("scores", scores, torch.broadcast_shapes(scores.shape, (1,)))  # a learner's debugging print
     e = shifted(scores).exp()
     total = e.sum(dim=-1, keepdim=True)
     rows = [row for row in (e / torch.where(total == 0, torch.ones_like(total), total))]
@@ -133,6 +134,37 @@ def _sneaky(kind):
         special = importlib.import_module("scipy" + ".special")
         return torch.from_numpy(getattr(special, hidden)(scores.numpy(), axis=-1)).nan_to_num(0.0)
 
+    def strhash(scores):  # a str subclass as a code's file name: its __hash__ would run unprofiled
+        import sys
+
+        out = []
+
+        def poke():
+            return None
+
+        def blind_hash(self):
+            if not out:
+                out.append(getattr(sys.modules["lib.attention"], hidden)(scores))
+            return str.__hash__(self)
+
+        blind = type("Blind", (str,), {"__hash__": blind_hash})
+        type(poke)(poke.__code__.replace(co_filename=blind("poke.py")), {})()
+        return out[0]
+
+    def renamed(scores):  # the library's code with one more name, built while the cases run
+        import sys
+        import types
+
+        library = sys.modules["lib.attention"]
+        code = getattr(library, hidden).__code__
+        code = code.replace(co_names=code.co_names + ("unused",), co_filename="<cell>", co_name="mine")
+        return types.FunctionType(code, vars(library))(scores)
+
+    def lcse(scores):
+        wide = scores.double()
+        total = getattr(torch, "_logcumsum" + "exp")(wide, -1)[..., -1:]
+        return torch.nan_to_num(torch.exp(wide - total), nan=0.0).float()
+
     def torchscript(scores):
         unit = torch.jit.CompilationUnit(f"def f(x):\n    return torch.{hidden}(x, -1)\n")
         return torch.nan_to_num(unit.f(scores), nan=0.0)
@@ -141,7 +173,7 @@ def _sneaky(kind):
 
 
 HOSTILE = ["switch_off", "private_name", "redispatch", "nested", "refs", "decomposition", "source_again", "defaults",
-           "heap", "thread", "torchscript", "other_package"]  # fmt: skip
+           "heap", "thread", "torchscript", "other_package", "strhash", "renamed", "lcse"]  # fmt: skip
 
 
 def _runs(functions):
@@ -149,6 +181,54 @@ def _runs(functions):
     return [
         FunctionRun(cloudpickle.dumps(f), CASES, list(_SOFTMAXES), ["lib.attention.softmax"], 5.0) for f in functions
     ]
+
+
+def _copy_with_one_more_name():
+    """The library's softmax, its code given one more (unused) name and a notebook's file name: the reading
+    before the run compares names too, the sealed child's profile compares instructions."""
+    import types
+
+    import lib.attention
+
+    code = lib.attention.softmax.__code__
+    code = code.replace(co_names=(*code.co_names, "unused"), co_filename="<cell>", co_name="mine", co_qualname="mine")
+    return types.FunctionType(code, {"torch": torch}, "mine", lib.attention.softmax.__defaults__)
+
+
+def test_a_copy_of_the_librarys_code_is_refused_when_it_runs():
+    (outcome,) = run_functions(_runs([_copy_with_one_more_name()]))
+    assert outcome[-1][0].startswith(CALLS_LIBRARY) and "its code" in outcome[-1][0], outcome
+
+
+def test_the_other_exercises_forbidden_kernels_end_the_run():
+    from lib.exercises.ch04 import _NORMS
+    from lib.exercises.ch08 import _PATCHES
+
+    def fused(x, weight, eps):
+        return getattr(torch, "_fused_rms" + "_norm")(x, [x.shape[-1]], weight, eps)[0]
+
+    def grouped(x, weight, eps):
+        flat = x.reshape(-1, 1, x.shape[-1])
+        both = torch.cat([flat, -flat], -1)
+        return getattr(torch, "group" + "_norm")(both, 1, None, None, eps)[..., : x.shape[-1]].reshape(x.shape) * weight
+
+    def im2col(images, p):
+        nn = getattr(torch, "_" + "C")._nn
+        return getattr(nn, "im2" + "col")(images, [p, p], [1, 1], [0, 0], [p, p]).transpose(1, 2)
+
+    def convolved(images, p):
+        c = images.shape[1]
+        w = torch.eye(c * p * p).reshape(c * p * p, c, p, p)
+        out = getattr(torch, "convo" + "lution")(images, w, None, [p, p], [0, 0], [1, 1], False, [0, 0], 1)
+        return out.flatten(2).transpose(1, 2)
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    x, weight = torch.randn(3, 4), torch.rand(4) + 0.5
+    images = torch.randn(2, 3, 4, 6)
+    runs = [FunctionRun(cloudpickle.dumps(f), [(x, weight, 1e-5)], list(_NORMS), [], 5.0) for f in (fused, grouped)]
+    runs += [FunctionRun(cloudpickle.dumps(f), [(images, 2)], list(_PATCHES), [], 5.0) for f in (im2col, convolved)]
+    for name, outcome in zip(("fused", "grouped", "im2col", "convolved"), run_functions(runs), strict=True):
+        assert outcome[-1][0].startswith(CALLS_LIBRARY), (name, outcome)
 
 
 def test_honest_answers_pass_every_case_in_the_sealed_child():
@@ -167,7 +247,7 @@ def test_every_hostile_route_is_refused_in_the_sealed_child():
         assert any(p.startswith(CALLS_LIBRARY) or "raised" in p for p in problems), (kind, problems)
     by_kind = dict(zip(HOSTILE, outcomes, strict=True))
     sealed = ("switch_off", "private_name", "redispatch", "nested", "refs", "decomposition", "defaults", "heap")
-    for kind in (*sealed, "other_package", "source_again", "torchscript"):
+    for kind in (*sealed, "other_package", "source_again", "torchscript", "strhash", "renamed", "lcse"):
         assert by_kind[kind][-1][0].startswith(CALLS_LIBRARY), (kind, by_kind[kind])
 
 
@@ -185,7 +265,50 @@ def test_the_sealed_operators_cover_every_route_to_torchs_softmax():
         assert name in found
 
 
-def test_the_kernel_filter_is_well_formed():
-    program = _filter()
-    assert len(program) % 8 == 0 and 60 < len(program) // 8 < 256  # jumps are 8-bit
-    assert seccomp_available() in ("", f"the filter is written for x86-64 ({__import__('os').uname().machine})")
+def test_a_refused_run_gets_no_credit_whatever_it_wrote_to_the_pipe_before():
+    def forge(scores):  # right answers for every case written up the pipe, then torch's softmax
+        import base64
+        import json
+        import os
+
+        hidden = "soft" + "max"
+        right = (scores - scores.amax(-1, keepdim=True)).exp()
+        right = (right / right.sum(-1, keepdim=True)).nan_to_num(0.0).numpy()
+        for fd in range(3, 64):
+            try:
+                os.fstat(fd)
+            except OSError:
+                continue
+            for case in (0, 1):
+                line = {"case": case, "problem": "", "typed": True, "dtype": "float32", "array": right.dtype.str,
+                        "shape": list(right.shape), "data": base64.b64encode(right.tobytes()).decode()}  # fmt: skip
+                os.write(fd, b"\n" + json.dumps(line).encode() + b"\n")
+        return getattr(torch, hidden)(scores, -1)
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    run = FunctionRun(cloudpickle.dumps(forge), [(ROWS[:2],), (ROWS[:2],)], list(_SOFTMAXES), [], 5.0)
+    (outcome,) = run_functions([run])
+    assert outcome[-1][0] == f"{CALLS_LIBRARY} torch.softmax", outcome
+
+
+@pytest.mark.skipif(bool(seccomp_available()), reason="the kernel filter is Linux x86-64's")
+def test_the_kernel_filter_refuses_writes_processes_and_threads_and_allows_reads(tmp_path):
+    import subprocess
+
+    probe = (
+        "import os, _thread, sys\n"
+        "from lib.sealed_run import _load_filter\n"
+        f"target = {str(tmp_path / 'written')!r}\n"
+        "_load_filter()\n"
+        "said = [len(open('/etc/hostname').read()) >= 0]\n"  # reading works
+        "for attempt in (lambda: open(target, 'w'), lambda: os.open(target, os.O_RDONLY | os.O_CREAT),\n"
+        "                os.fork, lambda: _thread.start_new_thread(print, ()), lambda: os.unlink('/etc/hostname')):\n"
+        "    try:\n        attempt()\n        said.append('allowed')\n"
+        "    except (OSError, RuntimeError) as error:\n        said.append(type(error).__name__)\n"
+        "print(said)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == str([True, "PermissionError", "PermissionError", "PermissionError", "RuntimeError",
+                                       "PermissionError"]), done.stdout + done.stderr  # fmt: skip
+    assert not (tmp_path / "written").exists()
+    assert len(_filter()) // 8 < 256  # every jump fits its 8 bits

@@ -386,6 +386,10 @@ _NORMS = (  # every norm, torch's and the library's
     "torch.nn.functional.normalize", "lib.blocks.RMSNorm", "lib.blocks.LayerNorm", "lib.blocks.make_norm",
     "lib.blocks.layer_norm", "torch.rms_norm", "torch.layer_norm", "torch.native_layer_norm",
     "torch.ops.aten.rms_norm", "torch.ops.aten.layer_norm", "torch.ops.aten.native_layer_norm",
+    # a fourth hostile batch: the fused kernel, and group norm of [x, -x] (mean 0, variance mean(x²))
+    "torch._fused_rms_norm", "torch.group_norm", "torch.native_group_norm", "torch.batch_norm",
+    "torch.native_batch_norm", "torch.instance_norm", "torch.nn.functional.group_norm",
+    "torch.nn.functional.batch_norm", "torch.nn.functional.instance_norm", "torch.nn.GroupNorm",
 )  # fmt: skip
 
 

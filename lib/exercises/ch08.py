@@ -226,6 +226,11 @@ def _weight(d: int, length: int) -> torch.Tensor:
 _PATCHES = (  # unfold in all its forms, and the convolution a patch projection equals
     "torch.Tensor.unfold", "torch.nn.functional.unfold", "torch.nn.Unfold", "torch.nn.functional.fold",
     "torch.nn.Fold", "torch.nn.functional.conv2d", "torch.conv2d", "torch.nn.Conv2d", "lib.vit.PatchEmbed",
+    # a fourth hostile batch: F.unfold's own kernel, and the convolutions conv2d is one of
+    "torch._C._nn.im2col", "torch._C._nn.col2im", "torch.convolution", "torch._convolution", "torch._convolution_mode",
+    "torch.conv1d", "torch.conv3d", "torch.conv_transpose1d", "torch.conv_transpose2d", "torch.conv_transpose3d",
+    "torch.nn.functional.conv1d", "torch.nn.functional.conv3d", "torch.nn.functional.conv_transpose2d",
+    "torch.mkldnn_convolution", "torch.conv_tbc", "torch.nn.Conv1d", "torch.nn.Conv3d", "torch.nn.ConvTranspose2d",
 )  # fmt: skip
 
 
