@@ -269,12 +269,9 @@ def _profile(codes, places, prints, builtins_, names, refuse):
                 key, file, name = _id(code), code.co_filename, code.co_name
                 if _type(file) is not _str or _type(name) is not _str:
                     _refuse("code whose file or name is not a plain string")
-                if (
-                    key in _ids
-                    or (file, code.co_firstlineno, name) in _places
-                    or code.co_code[::2].translate(_table, _dropped) in _prints
-                ):
-                    found = [known for ident, known in _names if ident == key]
+                ops = code.co_code[::2].translate(_table, _dropped)
+                if key in _ids or (file, code.co_firstlineno, name) in _places or ops in _prints:
+                    found = [known for ident, known in _names if ident == key or ident == ops]
                     _refuse((found[0] if found else name) + " (its code, run by your function)")
             elif event == "c_call" and _id(arg) in _builtins:
                 found = [known for ident, known in _names if ident == _id(arg)]
@@ -351,6 +348,7 @@ def seal(forbidden: Sequence[tuple[Any, str]], fd: int, blocked: Iterable[str] =
     builtins_ = [obj for obj, _ in forbidden if isinstance(obj, c_types)]
     builtins_ += _builtin_never()
     names = [(id(code), name) for obj, name in forbidden for code in _codes([obj])]
+    names += [(_print(code), f"a copy of {name}") for obj, name in forbidden for code in _codes([obj])]
     names += [(id(code), f"torch's {code.co_name} in {library_file(code.co_filename)}") for code in _codes(twins)]
     names += [(id(obj), name) for obj, name in forbidden]
     names += [(id(obj), f"{getattr(obj, '__module__', None) or '?'}.{obj.__name__}") for obj in _builtin_never()]
