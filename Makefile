@@ -98,8 +98,19 @@ test-lib: $(STAMP)
 	$(RUN) test-lib $(TO_PYTEST)
 
 ## browser-test: headless Chromium reads the built book (after `make book`), offline, at 400,
-## 800 and 1280 px; and a student copy in a headless JupyterLab renders its MyST warnings
-browser-test: $(STAMP)
+## 800 and 1280 px, with axe-core checking every page's accessibility; and a student copy in a
+## headless JupyterLab renders its MyST warnings
+# axe-core comes from the npm registry, installed once into .cache/npm (git ignores .cache/):
+# the pages never load it, the test puts it into each page it checks. Without npm the rest of
+# the browser test runs and the accessibility test skips (in CI, where npm is installed, it fails).
+AXE_CORE := .cache/npm/node_modules/axe-core/axe.min.js
+AXE_CORE_VERSION := 4.14.1
+$(AXE_CORE):
+	@if command -v npm >/dev/null; then \
+	  npm install --prefix .cache/npm --no-save --no-audit --no-fund axe-core@$(AXE_CORE_VERSION); \
+	else echo "npm not found (Debian: apt-get install npm): the accessibility test will skip"; fi
+
+browser-test: $(STAMP) $(AXE_CORE)
 	$(BIN)/python -m pytest tests/test_browser.py tests/test_lab_browser.py -m browser -p no:cacheprovider -v
 
 ## lab: open the student copies in JupyterLab (solutions stripped, outputs cleared). They

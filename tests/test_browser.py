@@ -9,7 +9,8 @@ that anything the page asks of the internet fails. On every page:
 * no asset is missing: every local file the page asks for exists, and nothing is asked
   of another host;
 * code cells do not scroll sideways at a 1280-pixel window;
-* no formula is clipped at a 400-pixel window (a phone): a wide one scrolls to its end.
+* no formula, display or inline, is clipped at a 400-pixel window (a phone): a wide one
+  scrolls to its end.
 
 At 400 and 800 px (a phone, a tablet) the chapter-list and the page-contents toggles open
 their panels; at 1280 px the chapter-list toggle hides and shows the list.
@@ -27,6 +28,11 @@ behind the notebook's widgets (``lib.playgrounds``), at each setting.
 Two checks concern what the chapters' notebooks hold, and name the page and the figure or
 output at fault: ``test_outputs_fit_at_1280`` (no output cut off at the right edge) and
 ``test_figures_have_captions_and_alt_text`` (myst-nb figure metadata on every figure).
+
+Figures and accessibility (the last section): every figure's smallest text, as the PNG
+records it (``lib.figures``), shows at 11 px or more at 1280 px and no PNG is enlarged; at
+400 px each figure links to its own full-size image and a tap opens it; axe-core 4 finds no
+serious or critical violation on any page (``make browser-test`` installs it with npm).
 
 Runs after ``make book`` (``make browser-test``; ``.ci/run`` does both). Outside CI
 (the environment variable CI unset) it skips, in one line, when Chromium or the built
@@ -196,13 +202,16 @@ return [...document.querySelectorAll("article img")].map((img, i) => {
 });
 """
 
-# Scroll every scrollable part of each display formula to its end; a formula is clipped
-# when some of it still lies past the right edge of its box.
+# Scroll every scrollable part of each formula, display (div.math) and inline (sphinx's
+# span.math around MathJax's own), to its end; a formula is clipped when some of it still
+# lies past the right edge of its box.
 CLIPPED_FORMULAS = """
 const clipped = [];
 const parts = (root) => [...root.querySelectorAll("*")].filter(
   (x) => !x.closest(".MJX_Assistive_MathML, .MathJax_Preview, script"));
-for (const m of document.querySelectorAll("div.math")) {
+const formulas = [...document.querySelectorAll("div.math, span.math.notranslate")].filter(
+  (m) => m.tagName === "DIV" || !m.parentElement.closest("div.math"));
+for (const m of formulas) {
   const box = m.getBoundingClientRect();
   if (box.width === 0) continue;
   const right = () => Math.max(0, ...parts(m).map((x) => x.getBoundingClientRect().right));
@@ -213,7 +222,7 @@ for (const m of document.querySelectorAll("div.math")) {
   for (const s of scrollers) s.scrollLeft = 0;
   if (hidden > 1) {
     const source = (m.querySelector("script") || m).textContent.trim().slice(0, 60);
-    clipped.push(`${Math.round(hidden)} px of ${source}`);
+    clipped.push(`${Math.round(hidden)} px of ${m.tagName === "DIV" ? "display" : "inline"} ${source}`);
   }
 }
 return clipped;
@@ -314,6 +323,7 @@ MATH_PAGES = [p for p in PAGES if 'class="math notranslate nohighlight"' in p.re
 
 @pytest.mark.parametrize("page", MATH_PAGES, ids=lambda p: p.relative_to(BOOK).as_posix())
 def test_no_formula_is_clipped_on_a_phone(driver, server, page):
+    """Display and inline maths: what does not fit a phone's column scrolls, never clips."""
     base, _ = server
     with _Width(driver, PHONE):
         _open(driver, base, page)
@@ -781,3 +791,180 @@ def test_complexity_playground_is_live_and_agrees_with_python(driver, server):
     assert "no windowed run recorded at w=4096" in _shown(root)[0]
     assert len(set(seen)) == len(seen), "a control changed nothing on the page"
     assert _console_errors(driver) == []
+
+
+# --- figures that read at any width, and accessibility (axe-core) ---------------------------
+
+# Every figure of a page: the image's file, its natural and displayed widths, and the link
+# that wraps it (Sphinx wraps a scaled image in a link to the image itself).
+FIGURE_IMAGES = """
+return [...document.querySelectorAll("article img")].map((img) => {
+  const figure = img.closest("figure"), link = img.closest("a");
+  return {id: figure ? figure.id : "", src: img.src, natural: img.naturalWidth,
+          shown: img.getBoundingClientRect().width, link: link ? link.href : null};
+});
+"""
+
+# lib.figures stores each figure as a PNG at 200 dpi, in whose text chunks it records the
+# size of the smallest text it drew. Three figures (the playgrounds' static states) are drawn
+# 10 to 12 inches wide by lib/playgrounds/, where their text cannot reach 11 px in a 660-px
+# column (that needs 1.2 pt of text per inch of width): they are listed until
+# lib/playgrounds/ draws them narrower, and the test fails once one of them passes, so that
+# the list cannot outlive the fault.
+LEAST_TEXT_PX = 11.0
+TOO_WIDE_FOR_THEIR_TEXT = {"fig-1-playground", "fig-3-rope-playground", "fig-05-complexity"}
+FIGURE_PAGES = [p for p in PAGES if "<img" in p.read_text(errors="replace")]
+
+
+def _served_file(url: str) -> Path:
+    return BOOK / unquote(urlparse(url).path).lstrip("/")
+
+
+def _text_px_at_natural_size(png: Path) -> float:
+    """The smallest text's size in the PNG's own pixels, as lib.figures recorded it when it drew
+    the figure, checked against the points and dpi the PNG also records."""
+    from lib.figures import SMALLEST_TEXT_PT, SMALLEST_TEXT_PX, png_dpi, png_text_chunks
+
+    data = png.read_bytes()
+    chunks = png_text_chunks(data)
+    assert SMALLEST_TEXT_PX in chunks, (
+        f"{png.name} does not record its smallest text: its chapter's first cell must call"
+        " lib.figures.book_figures() before the figure is drawn, and the notebook be run again"
+    )
+    px, pt, dpi = float(chunks[SMALLEST_TEXT_PX]), float(chunks[SMALLEST_TEXT_PT]), png_dpi(data)
+    assert dpi and px == pytest.approx(pt * dpi / 72, rel=0.01), (png.name, chunks, dpi)
+    return px
+
+
+def _figures(driver) -> list[dict]:
+    figures = driver.execute_script(FIGURE_IMAGES)
+    for figure in figures:
+        assert figure["natural"] > 0, f"{figure['id']}: the image did not load"
+        figure["text_px"] = _text_px_at_natural_size(_served_file(figure["src"]))
+        figure["text_shown"] = figure["text_px"] * figure["shown"] / figure["natural"]
+    return figures
+
+
+@pytest.mark.parametrize("page", FIGURE_PAGES, ids=lambda p: p.relative_to(BOOK).as_posix())
+def test_figure_text_reads_at_1280(driver, server, page):
+    """The smallest text of every figure shows at 11 px or more in a 1280-px window: its size
+    in the PNG's pixels x the width the page shows the PNG at / the PNG's width. And the PNG is
+    never enlarged (drawn at 200 dpi, a figure has more pixels than the column shows)."""
+    base, _ = server
+    _open(driver, base, page)
+    figures = _figures(driver)
+    small, enlarged, listed = [], [], []
+    for f in figures:
+        line = (
+            f"{f['id']}: {f['text_shown']:.1f} px ({f['text_px']:.1f} px in a {f['natural']}-px PNG"
+            f" shown {f['shown']:.0f} px wide)"
+        )
+        print(line)
+        if f["text_shown"] < LEAST_TEXT_PX:
+            (listed if f["id"] in TOO_WIDE_FOR_THEIR_TEXT else small).append(line)
+        if f["natural"] < f["shown"]:
+            enlarged.append(line)
+    assert enlarged == [], f"{page.name}: figures enlarged, hence blurred:\n  " + "\n  ".join(enlarged)
+    assert small == [], f"{page.name}: figure text under {LEAST_TEXT_PX} px at {WINDOW[0]} px:\n  " + "\n  ".join(small)
+    still_listed = {f["id"] for f in figures} & TOO_WIDE_FOR_THEIR_TEXT
+    assert len(listed) == len(still_listed), (
+        f"{page.name}: {sorted(still_listed)} now read at {WINDOW[0]} px: take them out of TOO_WIDE_FOR_THEIR_TEXT"
+    )
+
+
+@pytest.mark.parametrize("page", FIGURE_PAGES, ids=lambda p: p.relative_to(BOOK).as_posix())
+def test_figures_open_full_size_on_a_phone(driver, server, page):
+    """At 400 px a figure is shown 337 px wide, and its text shrinks with it (about 6 px for
+    10-pt text in an 8-inch figure): no size of text keeps a figure that wide legible in a
+    phone's column. So on a phone a figure is a link to its full-size image, and the test
+    asserts that: every figure is wrapped in a link to its own image file, a tap on the first
+    opens that image, and at full size (one image pixel per CSS pixel) its text is at least
+    11 px. The size in the column is printed."""
+    from selenium.webdriver.common.by import By
+
+    base, _ = server
+    with _Width(driver, PHONE):
+        _open(driver, base, page)
+        figures = _figures(driver)
+        if not figures:
+            pytest.skip(f"{page.name} shows no figure")
+        for f in figures:
+            print(
+                f"{f['id']}: {f['text_shown']:.1f} px in the column at {PHONE} px, {f['text_px']:.1f} px at full size"
+            )
+            assert f["link"] == f["src"], f"{page.name}: {f['id']} is not a link to its own image ({f['link']})"
+            assert f["text_px"] >= LEAST_TEXT_PX, f"{page.name}: {f['id']}'s text is {f['text_px']:.1f} px at full size"
+        first = driver.find_elements(By.CSS_SELECTOR, "article img")[0]
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", first)
+        first.click()
+        opened = driver.execute_script(
+            "const img = document.querySelector('img');"
+            "return {url: location.href, type: document.contentType, natural: img ? img.naturalWidth : 0};"
+        )
+    assert opened == {"url": figures[0]["src"], "type": "image/png", "natural": figures[0]["natural"]}, opened
+
+
+AXE_CORE = Path(os.environ.get("AXE_CORE_JS", ROOT / ".cache" / "npm" / "node_modules" / "axe-core" / "axe.min.js"))
+
+RUN_AXE = """
+const done = arguments[arguments.length - 1];
+axe.run(document, {resultTypes: ["violations"]}).then(
+  (r) => done(r.violations.map((v) => ({id: v.id, impact: v.impact, help: v.help,
+                                         nodes: v.nodes.map((n) => n.target.join(" "))}))),
+  (e) => done(String(e)));
+"""
+
+
+@pytest.fixture(scope="module")
+def axe_core() -> str:
+    if not AXE_CORE.is_file():
+        unavailable(f"axe-core not found at {AXE_CORE}: `make browser-test` installs it with npm")
+    return AXE_CORE.read_text()
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(BOOK).as_posix())
+def test_axe_finds_no_serious_accessibility_fault(driver, server, axe_core, page):
+    """axe-core 4 (WCAG 2 A and AA and best practices) on every page at 1280 px: no critical
+    and no serious violation. The moderate and minor ones are printed."""
+    base, _ = server
+    _open(driver, base, page)
+    driver.execute_script(axe_core)
+    driver.set_script_timeout(120)
+    violations = driver.execute_async_script(RUN_AXE)
+    assert isinstance(violations, list), f"axe-core failed: {violations}"
+    for v in violations:
+        print(f"{v['impact']}: {v['id']} ({v['help']}), {len(v['nodes'])} nodes: {v['nodes'][:3]}")
+    serious = [
+        f"{v['impact']} {v['id']}: {v['help']}: {v['nodes'][:5]}"
+        for v in violations
+        if v["impact"] in ("serious", "critical")
+    ]
+    assert serious == [], f"{page.name}: {len(serious)} serious or critical axe-core violations:\n  " + "\n  ".join(
+        serious
+    )
+
+
+# The colour-mode button's accessible name and the title of the one icon it shows (the others
+# are hidden), as book/_static/accessible-names.js keeps them.
+COLOUR_BUTTON = """
+const button = document.querySelector(".theme-switch-button");
+const shown = [...button.querySelectorAll(".theme-switch")].find((i) => getComputedStyle(i).display !== "none");
+const title = shown ? (shown.getAttribute("title") || (shown.querySelector("title") || {}).textContent || "") : "";
+return {label: button.getAttribute("aria-label"), shows: title.trim(), mode: document.documentElement.dataset.mode};
+"""
+
+
+def test_colour_button_is_named_by_the_mode_it_shows(driver, server):
+    """The theme's colour-mode button keeps "Color mode" and the mode its icon shows in its name
+    as a click moves it from mode to mode (axe-core checks one state; this checks all three)."""
+    if not PAGES:
+        unavailable(f"no built book at {BOOK}: run `make book` first")
+    base, _ = server
+    _open(driver, base, PAGES[0])
+    seen = []
+    for _ in range(3):
+        state = driver.execute_script(COLOUR_BUTTON)
+        assert state["shows"] and state["label"] == f"Color mode: {state['shows']}", state
+        seen.append(state["mode"])
+        _visible(driver, ".theme-switch-button").click()
+    assert len(set(seen)) == 3, seen

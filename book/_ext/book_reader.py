@@ -7,8 +7,14 @@
 * Setting ``repository.url`` in ``book/_config.yml`` names the repository in that line and
   turns on the repository and issue buttons (jupyter-book refuses the buttons without a
   URL, so ``_config.yml`` leaves them off and this turns them on when a URL is given).
+* Every control is named by what it shows (WCAG 2.5.3, "label in name"; axe-core's rule
+  label-content-name-mismatch): myst-nb names each folded cell's summary "Toggle hidden
+  content" while it shows "Show the solution", so the label goes and the summary is named
+  by its visible text; ``accessible-names.js`` does the same for the theme's search and
+  colour-mode buttons, which exist only where scripts run.
 
-tests/test_browser.py checks the line and the download on every chapter page.
+tests/test_browser.py checks the line and the download on every chapter page, and runs
+axe-core on every page.
 """
 
 from __future__ import annotations
@@ -83,8 +89,19 @@ def download_student_copies(app, exception) -> None:
         nbformat.write(student_notebook(nbformat.read(source, as_version=4)), target)
 
 
+# myst-nb 1.x writes this for every folded (hide-input, hide-output, hide-cell) cell
+FOLDED_CELL_SUMMARY = '<summary aria-label="Toggle hidden content">'
+
+
+def name_summaries_by_their_text(app, pagename, templatename, context, doctree) -> None:
+    if "body" in context:
+        context["body"] = context["body"].replace(FOLDED_CELL_SUMMARY, "<summary>")
+
+
 def setup(app):
     app.connect("config-inited", buttons_follow_the_url)
     app.connect("doctree-resolved", add_run_line)
     app.connect("build-finished", download_student_copies)
+    app.connect("html-page-context", name_summaries_by_their_text)
+    app.add_js_file("accessible-names.js")
     return {"parallel_read_safe": True, "parallel_write_safe": True}
