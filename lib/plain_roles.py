@@ -140,7 +140,7 @@ def plain_references(markdown: str, entries: dict[str, dict[str, str]]) -> str:
 
 # {numref}`fig-04-norm-placement`, or with its own text: {numref}`Figure %s <fig-04-norm-placement>`
 _NUMREF = re.compile(r"\{numref\}`(?:[^`<]*<)?(?P<name>[^`<>]+?)>?`")
-_SENTENCE_START = re.compile(r"(?:^|[.!?:]\s+|\n\s*\n|^\s*[-*]\s+)$")
+_SENTENCE_START = re.compile(r"(?:^|[.!?]\s+|\n\s*\n|(?:^|\n)\s*[-*]\s+)$")  # text before a sentence's start
 
 
 def plain_figure_references(notebook: nbformat.NotebookNode) -> None:

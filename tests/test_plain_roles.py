@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from lib import plain_roles
 from lib.student import make_student_copy
@@ -65,3 +66,41 @@ def test_plain_citations_write_each_role_as_the_book_does():
         assert "nobody2020" in str(error)
     else:
         raise AssertionError("a citation of a key the bibliography lacks was written out")
+
+
+def _figure_cell(name: str):
+    return new_code_cell("plot()", metadata={"mystnb": {"figure": {"name": name, "caption": "c"}}})
+
+
+def test_a_figure_reference_names_the_figure_by_where_its_cell_is():
+    notebook = new_notebook(
+        cells=[
+            new_markdown_cell("{numref}`fig-a` shows it; see {numref}`Figure %s <fig-b>` too."),
+            _figure_cell("fig-a"),
+            new_markdown_cell("As in {numref}`fig-a`:\n\n- {numref}`fig-a` again"),
+            _figure_cell("fig-b"),
+        ]
+    )
+    plain_roles.plain_figure_references(notebook)
+    assert notebook.cells[0].source == "The figure below shows it; see the figure below too."
+    assert notebook.cells[2].source == "As in the figure above:\n\n- The figure above again"
+    notebook.cells[0].source = "{numref}`fig-nowhere`"
+    try:
+        plain_roles.plain_figure_references(notebook)
+    except ValueError as error:
+        assert "fig-nowhere" in str(error)
+    else:
+        raise AssertionError("a reference to a figure the notebook does not draw was written out")
+
+
+def test_the_chapters_figure_references_read_well_in_a_copy(tmp_path):
+    """The book's pages number the figures ("Fig. 9"); a copy's figures carry no number."""
+    numbered = 0
+    for chapter in CHAPTERS:
+        numbered += _markdown(chapter).count("{numref}`")
+        make_student_copy(chapter, tmp_path)
+    assert numbered >= 10
+    copies = {path.name[:2]: _markdown(path) for path in tmp_path.glob("*.ipynb")}
+    assert "and is not in the figure above." in copies["04"]
+    assert "The figure below shows the cut," in copies["08"]
+    assert "The numbers below and the figure below are the default state" in copies["01"]
