@@ -1,0 +1,111 @@
+"""book/_ext/book_reader.py: the zip of every student notebook, the "Run this chapter" line, and the
+repository, issue and launch buttons (Binder, Colab) that repository.url turns on, all without a network."""
+
+import re
+import sys
+import zipfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import nbformat
+import pytest
+import yaml
+
+from lib.student import make_student_copy
+
+ROOT = Path(__file__).parent.parent
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+import book_reader  # noqa: E402  (a Sphinx extension, loaded from book/_ext as _config.yml loads it)
+
+URL = "https://github.com/example-owner/attention-book"
+
+
+def test_the_zip_holds_every_chapters_student_copy_and_the_references(tmp_path):
+    names = book_reader.write_student_zip(ROOT, tmp_path / "student-notebooks.zip")
+    notebooks = sorted((ROOT / "chapters").glob("*.ipynb"))
+    assert names == sorted([f"student/{path.name}" for path in notebooks] + ["student/references.md"])
+    copies = tmp_path / "copies"
+    for notebook in notebooks:
+        make_student_copy(notebook, copies)
+    with zipfile.ZipFile(tmp_path / "student-notebooks.zip") as archive:
+        assert archive.testzip() is None
+        for name in names:  # byte for byte what `make lab` writes into student/
+            assert archive.read(name) == (copies / Path(name).name).read_bytes(), name
+        for notebook in notebooks:
+            copy = nbformat.reads(archive.read(f"student/{notebook.name}").decode(), as_version=4)
+            assert not any(cell.get("outputs") for cell in copy.cells)
+            assert "# BEGIN SOLUTION" not in archive.read(f"student/{notebook.name}").decode()
+
+
+def _config(url: str) -> SimpleNamespace:
+    options = {"repository_url": url, "use_repository_button": False, "use_issues_button": False}
+    return SimpleNamespace(html_theme_options=options, book_launch_buttons=dict(book_reader.LAUNCH_BUTTONS))
+
+
+def test_a_repository_url_turns_the_repository_and_launch_buttons_on():
+    config = _config(URL)
+    book_reader.buttons_follow_the_url(None, config)
+    options = config.html_theme_options
+    assert options["use_repository_button"] and options["use_issues_button"]
+    assert options["launch_buttons"]["binderhub_url"] == "https://mybinder.org"
+    assert options["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
+    empty = _config("")
+    book_reader.buttons_follow_the_url(None, empty)
+    assert empty.html_theme_options["launch_buttons"] == {}
+    assert not empty.html_theme_options["use_repository_button"]
+
+
+def test_the_books_own_config_names_no_repository_and_so_shows_no_launch_buttons():
+    config = yaml.safe_load((ROOT / "book" / "_config.yml").read_text())
+    assert config["repository"]["url"] == ""  # README: "Naming the book's repository" says how to set it
+    assert not config["html"]["use_repository_button"]
+    assert "launch_buttons" not in config  # turned on by book_reader once a URL is set, never by hand
+
+
+def test_clone_command_names_the_folder_or_says_what_is_missing():
+    assert book_reader.clone_command(URL + ".git") == f"git clone {URL}.git && cd attention-book"
+    assert book_reader.clone_command("") == "git clone <the address of this book's repository> && cd <its folder>"
+
+
+@pytest.fixture(scope="module")
+def built_with_a_url(tmp_path_factory):
+    """A one-chapter book built by Sphinx with the book's theme, MyST-NB and book_reader, and a
+    repository URL: no network is used (the launch links are only written, never followed)."""
+    from sphinx.application import Sphinx
+
+    source = tmp_path_factory.mktemp("book")
+    (source / "chapters").mkdir()
+    notebook = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_markdown_cell("# A chapter\n\nText."), nbformat.v4.new_code_cell("x = 1")]
+    )
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(notebook, source / "chapters" / "01_a.ipynb")
+    (source / "index.md").write_text("# Index\n\n```{toctree}\nchapters/01_a\n```\n")
+    (source / "conf.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(ROOT / 'book' / '_ext')!r})\n"
+        "extensions = ['myst_nb', 'book_reader']\nhtml_theme = 'sphinx_book_theme'\n"
+        "nb_execution_mode = 'off'\n"
+        f"html_theme_options = {{'repository_url': {URL!r}, 'repository_branch': 'main', 'path_to_docs': ''}}\n"
+    )
+    out = tmp_path_factory.mktemp("html")
+    app = Sphinx(source, source, out, out / ".doctrees", "html", status=None, warning=None, freshenv=True)
+    app.build()
+    return source, out
+
+
+def test_a_build_with_a_url_shows_binder_and_colab_and_the_clone(built_with_a_url):
+    source, out = built_with_a_url
+    page = (out / "chapters" / "01_a.html").read_text()
+    binder = re.findall(r'href="(https://mybinder\.org/[^"]+)"', page)
+    colab = re.findall(r'href="(https://colab\.research\.google\.com/[^"]+)"', page)
+    assert binder == [
+        "https://mybinder.org/v2/gh/example-owner/attention-book/main?urlpath=lab/tree/chapters/01_a.ipynb"
+    ]
+    assert colab == [
+        "https://colab.research.google.com/github/example-owner/attention-book/blob/main/chapters/01_a.ipynb"
+    ]
+    line = re.sub(r"<[^>]+>", "", re.search(r'<p class="run-this-chapter">(.*?)</p>', page, re.S).group(1))
+    assert f"git clone {URL} &amp;&amp; cd attention-book" in line and "does not name its repository" not in line
+    with zipfile.ZipFile(source / "book" / "_static" / "student-notebooks.zip") as archive:
+        assert archive.namelist() == ["student/01_a.ipynb"]
+        assert (out / "_sources" / "chapters" / "01_a.ipynb").read_bytes() == archive.read("student/01_a.ipynb")
