@@ -76,7 +76,11 @@ def built_with_a_url(tmp_path_factory):
     source = tmp_path_factory.mktemp("book")
     (source / "chapters").mkdir()
     notebook = nbformat.v4.new_notebook(
-        cells=[nbformat.v4.new_markdown_cell("# A chapter\n\nText."), nbformat.v4.new_code_cell("x = 1")]
+        cells=[
+            nbformat.v4.new_markdown_cell("# A chapter\n\nText."),
+            nbformat.v4.new_code_cell(book_reader.install_source(URL), id=book_reader.INSTALL_CELL_ID),
+            nbformat.v4.new_code_cell("x = 1"),
+        ]
     )
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(notebook, source / "chapters" / "01_a.ipynb")
@@ -109,3 +113,52 @@ def test_a_build_with_a_url_shows_binder_and_colab_and_the_clone(built_with_a_ur
     with zipfile.ZipFile(source / "book" / "_static" / "student-notebooks.zip") as archive:
         assert archive.namelist() == ["student/01_a.ipynb"]
         assert (out / "_sources" / "chapters" / "01_a.ipynb").read_bytes() == archive.read("student/01_a.ipynb")
+
+
+def test_every_notebook_installs_lib_from_the_repository_the_config_names():
+    """On Colab a chapter is a notebook alone: its first code cell clones the repository that
+    _config.yml names and installs lib from it; in a clone it does nothing (nbval runs it)."""
+    url = yaml.safe_load((ROOT / "book" / "_config.yml").read_text())["repository"]["url"]
+    cells = book_reader.install_cells(ROOT)
+    assert cells and all(source == book_reader.install_source(url) for source in cells.values()), cells
+    for path in sorted((ROOT / "chapters").glob("*.ipynb")):
+        notebook = nbformat.read(path, as_version=4)
+        first_code = next(cell for cell in notebook.cells if cell.cell_type == "code")
+        assert first_code.id == book_reader.INSTALL_CELL_ID and "remove-cell" in first_code.metadata.tags
+
+
+def _clone(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / "book").mkdir(parents=True)
+    (root / "book" / "_config.yml").write_text((ROOT / "book" / "_config.yml").read_text())
+    (root / "chapters").mkdir()
+    for path in sorted((ROOT / "chapters").glob("0[12]_*.ipynb")):
+        (root / "chapters" / path.name).write_bytes(path.read_bytes())
+    return root
+
+
+def test_setting_the_repository_writes_the_config_and_every_install_cell(tmp_path):
+    root = _clone(tmp_path)
+    before = {path.name: nbformat.read(path, as_version=4) for path in (root / "chapters").glob("*.ipynb")}
+    book_reader.set_repository(root, URL)
+    config = yaml.safe_load((root / "book" / "_config.yml").read_text())
+    assert config["repository"]["url"] == URL
+    assert (root / "book" / "_config.yml").read_text().replace(f'"{URL}"', '""', 1) == (
+        ROOT / "book" / "_config.yml"
+    ).read_text()  # nothing else in the file changed
+    for name, source in book_reader.install_cells(root).items():
+        assert f'REPOSITORY = "{URL}"' in source and source == book_reader.install_source(URL), name
+        after = nbformat.read(root / "chapters" / name, as_version=4)
+        unchanged = [c for c in after.cells if c.get("id") != book_reader.INSTALL_CELL_ID]
+        assert unchanged == [c for c in before[name].cells if c.get("id") != book_reader.INSTALL_CELL_ID]
+    book_reader.set_repository(root, "")  # and back: byte for byte the book's files
+    for path in (root / "chapters").glob("*.ipynb"):
+        assert path.read_bytes() == (ROOT / "chapters" / path.name).read_bytes()
+
+
+def test_a_build_stops_when_the_install_cells_name_another_repository(tmp_path):
+    root = _clone(tmp_path)
+    app = SimpleNamespace(srcdir=str(root))
+    book_reader.check_install_cells(app, _config(""))  # as stored: both empty
+    with pytest.raises(Exception, match="--repository https://github.com/example-owner/attention-book"):
+        book_reader.check_install_cells(app, _config(URL))  # _config.yml edited by hand, the cells not

@@ -13,18 +13,27 @@
   ``book_launch_buttons``): jupyter-book refuses the buttons without a URL, so
   ``_config.yml`` leaves them off and this turns them on when a URL is given.
 
+* Each notebook's first code cell (id ``install-lib``, hidden on the page) installs the book's
+  library where Python cannot import it, on Colab or Binder, from the repository it names:
+  ``python book/_ext/book_reader.py --repository URL`` writes the URL there and into
+  ``_config.yml``, and a build whose cells name another repository than ``_config.yml`` stops.
+
 tests/test_browser.py checks the line and the download on every chapter page;
-tests/test_book_reader.py the zip and the buttons a URL turns on.
+tests/test_book_reader.py the zip, the buttons a URL turns on and the install cells.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import re
 import sys
 import tempfile
 import zipfile
 from pathlib import Path
 
 from docutils import nodes
+from sphinx.errors import ExtensionError
 
 CHAPTERS = "chapters/"
 NO_URL = "<the address of this book's repository>"
@@ -37,6 +46,79 @@ LAUNCH_BUTTONS = {
     "colab_url": "https://colab.research.google.com",
     "notebook_interface": "jupyterlab",
 }
+
+
+# The first code cell of every notebook: on Colab (a notebook alone) it clones the repository and
+# installs lib from it; on Binder (a clone without lib installed) it installs lib from the clone.
+INSTALL_CELL_ID = "install-lib"
+INSTALL_SOURCE = """\
+# On Colab or Binder: install the book's library, lib, when Python cannot
+# import it. In a clone, `make lab` installed it and this cell does nothing.
+import importlib.util
+import os
+import subprocess
+import sys
+
+REPOSITORY = {url}  # the book's repository.url (book/_config.yml)
+if importlib.util.find_spec("lib") is None:
+    if not os.path.isfile("../lib/checks.py"):  # not in a clone: fetch it
+        if not REPOSITORY:
+            raise RuntimeError(
+                "this notebook needs the book's library, lib: open it in a "
+                "clone of the book's repository (its chapters/ folder)"
+            )
+        clone = ["git", "clone", "--depth=1", REPOSITORY, "book"]
+        subprocess.run(clone, check=True)
+        os.chdir("book/chapters")
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "-e", ".."]
+    subprocess.run(pip, check=True)
+    sys.path.insert(0, os.path.abspath(".."))"""
+_CONFIG_URL = re.compile(r'(^repository:\n(?:[ \t]+.*\n|\s*#.*\n)*?[ \t]+url:[ \t]*)("[^"\n]*"|\S*)', re.M)
+
+
+def install_source(url: str) -> str:
+    return INSTALL_SOURCE.format(url=json.dumps(url))
+
+
+def install_cells(root: Path) -> dict[str, str]:
+    """Each notebook of ``root/chapters`` -> the source of its install cell ("" when it has none)."""
+    found = {}
+    for path in sorted((Path(root) / CHAPTERS).glob("*.ipynb")):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        found[path.name] = next(("".join(c["source"]) for c in cells if c.get("id") == INSTALL_CELL_ID), "")
+    return found
+
+
+def check_install_cells(app, config) -> None:
+    """The install cells must name the repository that _config.yml names, or Colab installs another's lib."""
+    url = config.html_theme_options.get("repository_url", "") or ""
+    wrong = [name for name, source in install_cells(Path(app.srcdir)).items() if source != install_source(url)]
+    if wrong:
+        raise ExtensionError(
+            f"the install cell (id {INSTALL_CELL_ID!r}) of {', '.join(wrong)} does not name repository.url "
+            f"({url!r}): run python book/_ext/book_reader.py --repository {url or 'URL'}"
+        )
+
+
+def set_repository(root: Path, url: str) -> None:
+    """Write ``url`` as ``repository.url`` in ``root/book/_config.yml`` and into every notebook's
+    install cell (added as the first code cell where a notebook has none)."""
+    config = Path(root) / "book" / "_config.yml"
+    text, count = _CONFIG_URL.subn(lambda m: m.group(1) + json.dumps(url), config.read_text(encoding="utf-8"))
+    if count != 1:
+        raise SystemExit(f"{config}: no repository.url setting found to write")
+    config.write_text(text, encoding="utf-8")
+    for path in sorted((Path(root) / CHAPTERS).glob("*.ipynb")):
+        notebook = json.loads(path.read_text(encoding="utf-8"))
+        cells = notebook["cells"]
+        cell = next((c for c in cells if c.get("id") == INSTALL_CELL_ID), None)
+        if cell is None:
+            cell = {"cell_type": "code", "execution_count": None, "id": INSTALL_CELL_ID}
+            cell |= {"metadata": {"tags": ["remove-cell"]}, "outputs": [], "source": []}
+            first_code = next((i for i, c in enumerate(cells) if c["cell_type"] == "code"), len(cells))
+            cells.insert(first_code, cell)
+        cell["source"] = install_source(url).splitlines(keepends=True)
+        path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def repository_url(app) -> str:
@@ -139,7 +221,17 @@ def download_student_copies(app, exception) -> None:
 def setup(app):
     app.add_config_value("book_launch_buttons", LAUNCH_BUTTONS, "html")
     app.connect("config-inited", buttons_follow_the_url)
+    app.connect("config-inited", check_install_cells)
     app.connect("builder-inited", make_student_zip)
     app.connect("doctree-resolved", add_run_line)
     app.connect("build-finished", download_student_copies)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        prog="python book/_ext/book_reader.py",
+        description="Name the book's repository: repository.url in book/_config.yml and the notebooks' install cells.",
+    )
+    parser.add_argument("--repository", required=True, metavar="URL", help='e.g. https://github.com/OWNER/REPO, or ""')
+    set_repository(Path(__file__).resolve().parents[2], parser.parse_args().repository)
