@@ -67,18 +67,12 @@ def test_clone_command_names_the_folder_or_says_what_is_missing():
     assert book_reader.clone_command("") == "git clone <the address of this book's repository> && cd <its folder>"
 
 
-@pytest.fixture(scope="module")
-def built_with_a_url(tmp_path_factory):
-    """A one-chapter book built by Sphinx with the book's theme, MyST-NB and book_reader, and a
-    repository URL: no network is used (the launch links are only written, never followed)."""
-    from sphinx.application import Sphinx
-
-    source = tmp_path_factory.mktemp("book")
+def _tiny_book(source: Path, url: str) -> None:
     (source / "chapters").mkdir()
     notebook = nbformat.v4.new_notebook(
         cells=[
             nbformat.v4.new_markdown_cell("# A chapter\n\nText."),
-            nbformat.v4.new_code_cell(book_reader.install_source(URL), id=book_reader.INSTALL_CELL_ID),
+            nbformat.v4.new_code_cell(book_reader.install_source(url), id=book_reader.INSTALL_CELL_ID),
             nbformat.v4.new_code_cell("x = 1"),
         ]
     )
@@ -89,11 +83,44 @@ def built_with_a_url(tmp_path_factory):
         f"import sys\nsys.path.insert(0, {str(ROOT / 'book' / '_ext')!r})\n"
         "extensions = ['myst_nb', 'book_reader']\nhtml_theme = 'sphinx_book_theme'\n"
         "nb_execution_mode = 'off'\n"
-        f"html_theme_options = {{'repository_url': {URL!r}, 'repository_branch': 'main', 'path_to_docs': ''}}\n"
+        f"html_theme_options = {{'repository_url': {url!r}, 'repository_branch': 'main', 'path_to_docs': ''}}\n"
     )
-    out = tmp_path_factory.mktemp("html")
-    app = Sphinx(source, source, out, out / ".doctrees", "html", status=None, warning=None, freshenv=True)
+
+
+def _build(source: Path, out: Path, builder: str) -> None:
+    from sphinx.application import Sphinx
+
+    app = Sphinx(source, source, out, out / ".doctrees", builder, status=None, warning=None, freshenv=True)
     app.build()
+    assert app.statuscode == 0
+
+
+def test_make_book_print_builds_the_whole_book_as_one_page(tmp_path):
+    """`make book-print` is `make book`'s command with the singlehtml builder (warnings are errors
+    there too); the book's extension builds under it, writing the zip the introduction links."""
+    recipe = re.search(r"^book-print:.*\n((?:\t.*\n)+)", (ROOT / "Makefile").read_text(), re.M).group(1)
+    assert "jupyter-book build . $(JB_FLAGS) --builder singlehtml" in recipe
+    assert "-W" in re.search(r"^JB_FLAGS := (.*)$", (ROOT / "Makefile").read_text(), re.M).group(1)
+    source = tmp_path / "book"
+    source.mkdir()
+    _tiny_book(source, "")
+    _build(source, tmp_path / "single", "singlehtml")
+    page = (tmp_path / "single" / "index.html").read_text()
+    assert "A chapter" in page and "Text." in page  # the chapter is on the one page
+    assert (source / "book" / "_static" / "student-notebooks.zip").is_file()
+    assert (ROOT / "book" / "_static" / "print.css").is_file()
+    config = yaml.safe_load((ROOT / "book" / "_config.yml").read_text())
+    assert "print.css" in config["sphinx"]["config"]["html_css_files"]
+
+
+@pytest.fixture(scope="module")
+def built_with_a_url(tmp_path_factory):
+    """A one-chapter book built by Sphinx with the book's theme, MyST-NB and book_reader, and a
+    repository URL: no network is used (the launch links are only written, never followed)."""
+    source = tmp_path_factory.mktemp("book")
+    _tiny_book(source, URL)
+    out = tmp_path_factory.mktemp("html")
+    _build(source, out, "html")
     return source, out
 
 
