@@ -78,8 +78,12 @@ def _tiny_book(source: Path, url: str) -> None:
     )
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(notebook, source / "chapters" / "01_a.ipynb")
-    (source / "index.md").write_text("# Index\n\n```{toctree}\nchapters/01_a\n```\n")
+    (source / "book").mkdir()  # the root document in a folder, as the book's own (book/intro)
+    (source / "book" / "intro.md").write_text(
+        "# Intro\n\nSee {doc}`/chapters/01_a`.\n\n```{toctree}\n/chapters/01_a\n```\n"
+    )
     (source / "conf.py").write_text(
+        "root_doc = 'book/intro'\n"
         f"import sys\nsys.path.insert(0, {str(ROOT / 'book' / '_ext')!r})\n"
         "extensions = ['myst_nb', 'book_reader']\nhtml_theme = 'sphinx_book_theme'\n"
         "nb_execution_mode = 'off'\n"
@@ -105,8 +109,11 @@ def test_make_book_print_builds_the_whole_book_as_one_page(tmp_path):
     source.mkdir()
     _tiny_book(source, "")
     _build(source, tmp_path / "single", "singlehtml")
+    # the one page at the root, where its style sheets, images and links are resolved from
     page = (tmp_path / "single" / "index.html").read_text()
     assert "A chapter" in page and "Text." in page  # the chapter is on the one page
+    assert not (tmp_path / "single" / "book" / "intro.html").exists()
+    assert 'href="_static/' in page and "book/intro.html" not in page
     assert (source / "book" / "_static" / "student-notebooks.zip").is_file()
     assert (ROOT / "book" / "_static" / "print.css").is_file()
     config = yaml.safe_load((ROOT / "book" / "_config.yml").read_text())

@@ -218,6 +218,22 @@ def download_student_copies(app, exception) -> None:
             target.write_bytes(archive.read(name))
 
 
+def one_page_at_the_root(app, exception) -> None:
+    """``make book-print``: Sphinx's singlehtml builder writes the one page where the root
+    document lives, ``book/intro.html``, but with every link, style sheet and image relative to
+    the build's root (``_static/...``, ``book/intro.html#id100``), so there it shows unstyled and
+    without its figures. Move it to ``index.html``, at the root, its own links made anchors."""
+    if exception is not None or app.builder.name != "singlehtml":
+        return
+    page_name = app.config.root_doc + app.builder.out_suffix
+    written = Path(app.outdir) / page_name
+    if "/" not in app.config.root_doc or not written.is_file():
+        return
+    html = written.read_text(encoding="utf-8").replace(f'href="{page_name}#', 'href="#')
+    (Path(app.outdir) / "index.html").write_text(html.replace(f'href="{page_name}"', 'href="#"'), encoding="utf-8")
+    written.unlink()
+
+
 def setup(app):
     app.add_config_value("book_launch_buttons", LAUNCH_BUTTONS, "html")
     app.connect("config-inited", buttons_follow_the_url)
@@ -225,6 +241,7 @@ def setup(app):
     app.connect("builder-inited", make_student_zip)
     app.connect("doctree-resolved", add_run_line)
     app.connect("build-finished", download_student_copies)
+    app.connect("build-finished", one_page_at_the_root, priority=100)  # before etoc writes a redirect there
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 
