@@ -104,3 +104,20 @@ def test_the_chapters_figure_references_read_well_in_a_copy(tmp_path):
     assert "and is not in the figure above." in copies["04"]
     assert "The figure below shows the cut," in copies["08"]
     assert "The numbers below and the figure below are the default state" in copies["01"]
+
+
+def test_a_copy_names_each_source_as_the_books_pages_label_it():
+    """The references page labels an entry "[Vaswani et al., 2017]" (book/_ext/book_citations.py,
+    from pybtex's reading of the file); a copy's citation must read the same for every entry."""
+    import sys
+
+    from pybtex.database import parse_file
+
+    sys.path.insert(0, str(BOOK / "_ext"))
+    import book_citations
+
+    entries = plain_roles.read_bibliography(BOOK / "references.bib")
+    parsed = parse_file(str(BOOK / "references.bib"))
+    assert set(parsed.entries) == set(entries)
+    for key, entry in parsed.entries.items():
+        assert plain_roles.plain_citations(f"{{cite:alp}}`{key}`", entries) == book_citations.author_year_label(entry)
