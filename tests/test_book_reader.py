@@ -55,11 +55,13 @@ def test_a_repository_url_turns_the_repository_and_launch_buttons_on():
     assert not empty.html_theme_options["use_repository_button"]
 
 
-def test_the_books_own_config_names_no_repository_and_so_shows_no_launch_buttons():
+def test_the_books_own_config_leaves_every_button_to_the_url():
+    """jupyter-book refuses the buttons without a URL: _config.yml keeps them off and book_reader
+    turns them on from repository.url, so setting the URL alone (README) is enough."""
     config = yaml.safe_load((ROOT / "book" / "_config.yml").read_text())
-    assert config["repository"]["url"] == ""  # README: "Naming the book's repository" says how to set it
-    assert not config["html"]["use_repository_button"]
-    assert "launch_buttons" not in config  # turned on by book_reader once a URL is set, never by hand
+    assert "url" in config["repository"]
+    assert not config["html"]["use_repository_button"] and not config["html"]["use_issues_button"]
+    assert "launch_buttons" not in config
 
 
 def test_clone_command_names_the_folder_or_says_what_is_missing():
@@ -176,16 +178,17 @@ def test_setting_the_repository_writes_the_config_and_every_install_cell(tmp_pat
     before = {path.name: nbformat.read(path, as_version=4) for path in (root / "chapters").glob("*.ipynb")}
     book_reader.set_repository(root, URL)
     config = yaml.safe_load((root / "book" / "_config.yml").read_text())
+    stored = yaml.safe_load((ROOT / "book" / "_config.yml").read_text())
     assert config["repository"]["url"] == URL
-    assert (root / "book" / "_config.yml").read_text().replace(f'"{URL}"', '""', 1) == (
-        ROOT / "book" / "_config.yml"
-    ).read_text()  # nothing else in the file changed
+    config["repository"]["url"] = stored["repository"]["url"]
+    assert config == stored  # nothing else in the file changed
     for name, source in book_reader.install_cells(root).items():
         assert f'REPOSITORY = "{URL}"' in source and source == book_reader.install_source(URL), name
         after = nbformat.read(root / "chapters" / name, as_version=4)
         unchanged = [c for c in after.cells if c.get("id") != book_reader.INSTALL_CELL_ID]
         assert unchanged == [c for c in before[name].cells if c.get("id") != book_reader.INSTALL_CELL_ID]
-    book_reader.set_repository(root, "")  # and back: byte for byte the book's files
+    book_reader.set_repository(root, stored["repository"]["url"])  # and back: byte for byte the book's files
+    assert (root / "book" / "_config.yml").read_bytes() == (ROOT / "book" / "_config.yml").read_bytes()
     for path in (root / "chapters").glob("*.ipynb"):
         assert path.read_bytes() == (ROOT / "chapters" / path.name).read_bytes()
 
@@ -193,6 +196,8 @@ def test_setting_the_repository_writes_the_config_and_every_install_cell(tmp_pat
 def test_a_build_stops_when_the_install_cells_name_another_repository(tmp_path):
     root = _clone(tmp_path)
     app = SimpleNamespace(srcdir=str(root))
-    book_reader.check_install_cells(app, _config(""))  # as stored: both empty
-    with pytest.raises(Exception, match="--repository https://github.com/example-owner/attention-book"):
-        book_reader.check_install_cells(app, _config(URL))  # _config.yml edited by hand, the cells not
+    stored = yaml.safe_load((ROOT / "book" / "_config.yml").read_text())["repository"]["url"]
+    book_reader.check_install_cells(app, _config(stored))  # as stored: the cells name the config's URL
+    other = URL if stored != URL else URL + "-fork"
+    with pytest.raises(Exception, match=f"--repository {re.escape(other)}"):
+        book_reader.check_install_cells(app, _config(other))  # _config.yml edited by hand, the cells not
