@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 MATHJAX  := book/_static/mathjax/MathJax.js
 JB_FLAGS := --config book/_config.yml --toc book/_toc.yml --path-output book -W -n --keep-going
 
-.PHONY: help venv book mathjax trained test test-avx2 test-lib browser-test lab student check check-ruff check-format check-doctest check-layout lint clean
+.PHONY: help venv book book-print mathjax trained test test-avx2 test-lib browser-test lab student check check-ruff check-format check-doctest check-layout lint clean
 .DEFAULT_GOAL := help
 
 ## help: this list (what `make` alone prints)
@@ -44,6 +44,14 @@ book: $(STAMP) $(MATHJAX)
 	rm -rf book/_build
 	$(BIN)/jupyter-book build . $(JB_FLAGS)
 	@echo "The book is at $(CURDIR)/book/_build/html/index.html"
+
+## book-print: the whole book as one page, book/_build/singlehtml/index.html, to print or save as a PDF
+## from the browser's print dialogue (book/_static/print.css: no sidebars or buttons, a chapter per sheet)
+book-print: $(STAMP) $(MATHJAX)
+	$(BIN)/python -m lib.checks --export-js book/_static/exercises.js
+	rm -rf book/_build/singlehtml
+	$(BIN)/jupyter-book build . $(JB_FLAGS) --builder singlehtml
+	@echo "The whole book on one page: $(CURDIR)/book/_build/singlehtml/index.html (print it, or save it as a PDF)"
 
 ## mathjax: MathJax 2.7 for the book, copied from the jupyter-server-mathjax package (no CDN)
 mathjax: $(MATHJAX)

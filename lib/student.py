@@ -21,6 +21,13 @@ and Lab, once the kernel is up, rewrote that to the kernel's "Python 3 (ipykerne
 outside the chapters that a chapter links to (``../book/references.md``) is copied beside the
 copies and the link rewritten to it, since ``make lab`` serves ``student/`` alone.
 
+The book's MyST roles that only Sphinx resolves are written out for JupyterLab, which would
+show them raw: a citation, ``{cite:t}`vaswani2017```, becomes "Vaswani et al. (2017)", linked
+to the references (``plain_citations``, from ``book/references.bib``), and the references page
+gets its lists from the same file (``plain_references``); a figure reference,
+``{numref}`fig-04-norm-placement```, becomes "the figure below" or "above", where that figure's
+cell is (``plain_figure_references``), since a copy's figures carry no numbers.
+
 Grading lives in ``lib.batch_grading`` (a notebook executed afresh in a sandbox, its recorded
 answers graded outside it), ``lib.grading_process`` and ``lib.sandbox`` (the supervised,
 sandboxed process each notebook runs in), ``lib.answer_grading`` and ``lib.hidden_runs`` (the
@@ -52,7 +59,6 @@ import argparse
 import ast
 import platform
 import re
-import shutil
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -62,6 +68,7 @@ from urllib.parse import unquote
 import nbformat
 
 from lib import grade_command, variants
+from lib.plain_roles import plain_roles, write_linked
 from lib.roster import RosterError, read_roster
 
 __all__ = ["BEGIN", "END", "defined_names", "strip_solutions", "student_notebook", "make_student_copy", "main"]
@@ -240,11 +247,12 @@ def make_student_copy(
     if out_path.exists() and not overwrite:
         return out_path, False
     notebook = with_numbers(student_notebook(nbformat.read(notebook_path, as_version=4)), variant)
+    plain_roles(notebook, Path(notebook_path))
     notebook.metadata.update(kernel_metadata())
     linked = _link_outside(notebook, Path(notebook_path).parent)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     for name, source in linked.items():  # book material, not the learner's: refreshed
-        shutil.copyfile(source, out_path.parent / name)
+        write_linked(source, out_path.parent / name)
     nbformat.write(notebook, out_path)
     if variant is not None:
         (out_path.parent / variants.VARIANT_FILE).write_text(variant.strip() + "\n", encoding="utf-8")

@@ -521,11 +521,11 @@ def test_answer_box_text_has_contrast_in_light_and_dark_mode(driver, server):
 
 
 @pytest.mark.parametrize("page", CHAPTER_PAGES, ids=lambda p: p.stem)
-def test_chapter_page_says_how_to_run_it_and_downloads_the_student_copy(driver, server, page):
+def test_chapter_page_says_how_to_run_it_and_downloads_the_student_copy(driver, server, page, tmp_path):
     import nbformat
     from selenium.webdriver.common.by import By
 
-    from lib.student import student_notebook
+    from lib.student import make_student_copy
 
     base, _ = server
     _open(driver, base, page)
@@ -538,15 +538,21 @@ def test_chapter_page_says_how_to_run_it_and_downloads_the_student_copy(driver, 
     if url:  # named in _config.yml: the line clones it, and the repository and issue buttons link to it
         assert f"git clone {url}" in line, line
         assert len(repository_links) == 2 and all(a.get_attribute("href").startswith(url) for a in repository_links)
-    else:
+    else:  # the clone's address is a placeholder: the line says where a clone comes from, and links the zip
         assert "git clone <the address of this book's repository>" in line, line
+        assert "does not name its repository: clone it from wherever you got this book" in line, line
         assert repository_links == []
+        zip_link = driver.find_element(By.CSS_SELECTOR, ".run-this-chapter a").get_attribute("href")
+        assert zip_link.endswith("/book/intro.html#download-the-student-notebooks"), zip_link
+        intro = (BOOK / "book" / "intro.html").read_text()
+        assert 'id="download-the-student-notebooks"' in intro and "student-notebooks.zip" in intro
     links = driver.find_elements(By.CSS_SELECTOR, "a.btn-download-source-button")
     hrefs = {a.get_attribute("href") for a in links}
     assert len(hrefs) == 1 and next(iter(hrefs)).endswith(f"/{page.stem}.ipynb"), hrefs
     served = BOOK / unquote(urlparse(next(iter(hrefs))).path).lstrip("/")
     downloaded = nbformat.read(served, as_version=4)
-    expected = student_notebook(nbformat.read(SOURCE / "chapters" / f"{page.stem}.ipynb", as_version=4))
+    # the copy `make lab` writes (citations and figure references in plain text, lib.plain_roles)
+    expected = nbformat.read(make_student_copy(SOURCE / "chapters" / f"{page.stem}.ipynb", tmp_path)[0], as_version=4)
     assert [c.source for c in downloaded.cells] == [c.source for c in expected.cells]
     assert not any(c.get("outputs") for c in downloaded.cells), "the download holds outputs (and answers)"
     assert "# BEGIN SOLUTION" not in served.read_text()

@@ -8,7 +8,8 @@ JupyterLab on a free local port, opens chapter 1 in headless Chromium (selenium)
 
 * every admonition the notebook's markdown declares renders as a box (an ``aside``) whose
   title is the one declared (the directive's name, "Warning", or the admonition's own title);
-* no rendered markdown shows a raw fence (```), a raw ``{ref}`` role or a ``(label)=`` target;
+* no rendered markdown shows a raw fence (```), a raw ``{ref}``, ``{cite}`` or ``{numref}`` role or a
+  ``(label)=`` target (a copy writes citations and figure references out: ``lib.plain_roles``);
 * once its kernel is up, the notebook is not marked modified (a copy stores the kernel's metadata).
 
 Outside CI (the environment variable CI unset) it skips, in one line, when Chromium,
@@ -144,7 +145,10 @@ def test_student_copy_renders_myst_admonitions_in_jupyterlab(lab, driver):
     for text in page["texts"]:
         assert "```" not in text, text[:300]
         assert "{ref}" not in text and "{warning}" not in text and "{admonition}" not in text, text[:300]
+        # citations and figure references, which JupyterLab cannot resolve, are plain text (lib.plain_roles)
+        assert "{cite" not in text and "{numref}" not in text, text[:300]
         assert not re.search(r"^\([\w-]+\)=\s*$", text, re.MULTILINE), text[:300]
+    assert any("Vaswani et al. (2017)" in text for text in page["texts"])  # chapter 1 cites the transformer paper
 
 
 # The notebook tabs JupyterLab marks modified, and whether the kernel's status reads Idle.

@@ -10,7 +10,7 @@ import nbformat
 from _notebooks import write_notebook
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from lib import student, variants
+from lib import plain_roles, student, variants
 from lib.grade_reports import TABLE_WIDTH
 from lib.student import BEGIN, defined_names, make_student_copy, strip_solutions
 
@@ -50,8 +50,10 @@ def test_student_copies_of_every_chapter_hide_the_answers_and_clear_outputs(tmp_
             if cell.cell_type == "code":
                 assert cell.outputs == [] and cell.execution_count is None, chapter.name
         assert "widgets" not in copy.metadata
-        # nothing but the solution cells changed, and the questions' numbers written out (the book's)
+        # nothing but the solution cells changed, the questions' numbers written out (the book's) and
+        # the citations and figure references in plain text
         book_numbers = variants.substitutions(None)
+        plain_roles.plain_roles(original, chapter)
         assert [c.source for c in copy.cells if BEGIN not in c.source and "your answer here" not in c.source] == [
             variants.render(c.source, book_numbers).replace("](../book/", "](")
             if c.cell_type == "markdown"
@@ -81,7 +83,11 @@ def test_every_relative_link_in_a_copy_resolves_inside_its_folder(tmp_path):
                 linked = (folder / unquote(re.match(r"[^#?]*", target).group())).resolve()
                 assert linked.is_file() and linked.is_relative_to(folder), (copy.name, target)
     assert links > len(NOTEBOOKS)  # the chapters' links to each other and to the references
-    assert (folder / "references.md").read_text() == (NOTEBOOKS[0].parents[1] / "book" / "references.md").read_text()
+    # the references page beside the copies, its bibliography lists written out (JupyterLab shows no directive)
+    book = NOTEBOOKS[0].parents[1] / "book"
+    entries = plain_roles.read_bibliography(book / "references.bib")
+    plain = plain_roles.plain_references((book / "references.md").read_text(), entries)
+    assert (folder / "references.md").read_text() == plain
 
 
 def test_relative_links_finds_markdown_and_html_links_but_no_urls():
