@@ -812,13 +812,9 @@ return [...document.querySelectorAll("article img")].map((img) => {
 """
 
 # lib.figures stores each figure as a PNG at 200 dpi, in whose text chunks it records the
-# size of the smallest text it drew. Three figures (the playgrounds' static states) are drawn
-# 10 to 12 inches wide by lib/playgrounds/, where their text cannot reach 11 px in a 660-px
-# column (that needs 1.2 pt of text per inch of width): they are listed until
-# lib/playgrounds/ draws them narrower, and the test fails once one of them passes, so that
-# the list cannot outlive the fault.
+# size of the smallest text it drew. In the 660-px column, 11 px needs 1.2 pt of text per inch of
+# width: 10-pt text in a figure at most 8.3 inches wide (the playgrounds' included).
 LEAST_TEXT_PX = 11.0
-TOO_WIDE_FOR_THEIR_TEXT = {"fig-1-playground", "fig-3-rope-playground", "fig-05-complexity"}
 FIGURE_PAGES = [p for p in PAGES if "<img" in p.read_text(errors="replace")]
 
 
@@ -859,7 +855,7 @@ def test_figure_text_reads_at_1280(driver, server, page):
     base, _ = server
     _open(driver, base, page)
     figures = _figures(driver)
-    small, enlarged, listed = [], [], []
+    small, enlarged = [], []
     for f in figures:
         line = (
             f"{f['id']}: {f['text_shown']:.1f} px ({f['text_px']:.1f} px in a {f['natural']}-px PNG"
@@ -867,15 +863,11 @@ def test_figure_text_reads_at_1280(driver, server, page):
         )
         print(line)
         if f["text_shown"] < LEAST_TEXT_PX:
-            (listed if f["id"] in TOO_WIDE_FOR_THEIR_TEXT else small).append(line)
+            small.append(line)
         if f["natural"] < f["shown"]:
             enlarged.append(line)
     assert enlarged == [], f"{page.name}: figures enlarged, hence blurred:\n  " + "\n  ".join(enlarged)
     assert small == [], f"{page.name}: figure text under {LEAST_TEXT_PX} px at {WINDOW[0]} px:\n  " + "\n  ".join(small)
-    still_listed = {f["id"] for f in figures} & TOO_WIDE_FOR_THEIR_TEXT
-    assert len(listed) == len(still_listed), (
-        f"{page.name}: {sorted(still_listed)} now read at {WINDOW[0]} px: take them out of TOO_WIDE_FOR_THEIR_TEXT"
-    )
 
 
 @pytest.mark.parametrize("page", FIGURE_PAGES, ids=lambda p: p.relative_to(BOOK).as_posix())

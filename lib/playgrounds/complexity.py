@@ -198,7 +198,9 @@ def describe(curves: ComplexityCurves) -> str:
 
 def plot_complexity(curves: ComplexityCurves) -> Figure:
     """Edges, FLOPs and measured CPU time against N, all log-log, dense for reference."""
-    fig, (ax_pairs, ax_flops, ax_time) = plt.subplots(1, 3, figsize=(12, 3.8), layout="constrained")
+    # 8 in wide, text 10 pt or more: figure text reads at 11 px or more in the book's column at 1280 px
+    fig, axes = plt.subplot_mosaic([["pairs", "flops"], ["time", "time"]], figsize=(8, 6.6), layout="constrained")
+    ax_pairs, ax_flops, ax_time = axes["pairs"], axes["flops"], axes["time"]
     label = LABELS[curves.pattern]
     sizes = curves.sizes
     ax_pairs.loglog(sizes, curves.dense_pairs, color="tab:gray", linestyle="--", label="dense")
@@ -208,25 +210,22 @@ def plot_complexity(curves: ComplexityCurves) -> Figure:
     else:
         ax_pairs.text(0.5, 0.5, "linear attention\nforms no pairs", transform=ax_pairs.transAxes, ha="center")
     ax_pairs.set(title="allowed query-key pairs", xlabel="sequence length N (tokens)", ylabel="edges")
-    ax_pairs.legend(loc="upper left", fontsize=8)
+    ax_pairs.legend(loc="upper left", fontsize=10)
 
     ax_flops.loglog(sizes, curves.dense_flops, color="tab:gray", linestyle="--", label="dense")
     ax_flops.loglog(sizes, curves.flops, marker="o", markersize=3, label=label)
     ax_flops.plot([curves.n], [curves.flops_at_n], marker="*", markersize=12, color="tab:red", linestyle="")
-    ax_flops.set(
-        title=f"modeled attention FLOPs ({curves.heads} heads, d={curves.head_dim})",
-        xlabel="sequence length N (tokens)",
-        ylabel="FLOPs",
-    )
-    ax_flops.legend(loc="upper left", fontsize=8)
+    ax_flops.set(xlabel="sequence length N (tokens)", ylabel="FLOPs")
+    ax_flops.set_title(f"modeled attention FLOPs ({curves.heads} heads, d={curves.head_dim})", fontsize=11)
+    ax_flops.legend(loc="upper left", fontsize=10)
 
     for series_label, points in curves.measured.items():
         style = {"color": "tab:gray", "linestyle": "--"} if "reference" in series_label else {}
         ax_time.loglog(*zip(*points, strict=True), marker="o", markersize=3, label=series_label, **style)
     if curves.measured:
-        ax_time.legend(loc="upper left", fontsize=8)
+        ax_time.legend(loc="upper left", fontsize=10)
     if curves.note:
-        ax_time.text(0.5, 0.08, curves.note, transform=ax_time.transAxes, ha="center", fontsize=8, wrap=True)
+        ax_time.text(0.5, 0.08, curves.note, transform=ax_time.transAxes, ha="center", fontsize=10, wrap=True)
     ax_time.set(title="measured on a CPU (recorded)", xlabel="sequence length N (tokens)", ylabel="time (ms)")
     if not curves.measured:
         ax_time.set(xscale="log", yscale="log", xlim=(sizes[0], sizes[-1]), ylim=(1, 1e4))

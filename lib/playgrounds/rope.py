@@ -116,7 +116,8 @@ def _arrow(ax, vector, color, label, width=2.0, style="-"):
 def plot_rope_read(read: RopeRead, *, max_offset: int = 16) -> Figure:
     """Left: the content and rotated vectors on the plane. Right: the score against the gap,
     and against a shift of both positions, with the current state marked."""
-    fig, (ax_plane, ax_score) = plt.subplots(1, 2, figsize=(10, 4.4), layout="constrained")
+    # 8 in wide at 10 pt: figure text reads at 11 px or more in the book's column at 1280 px
+    fig, (ax_plane, ax_score) = plt.subplots(1, 2, figsize=(8, 4.6), layout="constrained")
 
     circle = torch.linspace(0, 2 * math.pi, 200)
     radius = max(read.query.norm().item(), read.key.norm().item(), 1e-9)
@@ -153,7 +154,7 @@ def plot_rope_read(read: RopeRead, *, max_offset: int = 16) -> Figure:
         title=f"frequency {read.frequency:.4f} rad/position",
         ylim=(-1.15 * radius**2, 1.15 * radius**2),
     )
-    ax_score.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2, fontsize="small")
+    ax_score.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1, fontsize=10)
     return fig
 
 

@@ -125,7 +125,11 @@ def describe(read: AttentionRead) -> str:
 
 def plot_self_attention(read: AttentionRead) -> Figure:
     """Scores, weights, and the output drawn among the value vectors."""
-    fig, (ax_scores, ax_weights, ax_values) = plt.subplots(1, 3, figsize=(11, 3.4), layout="constrained")
+    # 8 in wide at 10 pt: figure text reads at 11 px or more in the book's column at 1280 px
+    fig = plt.figure(figsize=(8, 5.2), layout="constrained")
+    grid = fig.add_gridspec(2, 2)
+    ax_scores, ax_weights, ax_values = (fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[1, 0]),
+                                        fig.add_subplot(grid[:, 1]))  # fmt: skip
     labels = [f"key {j + 1}" for j in range(len(read.scores))]
     finite = torch.where(read.allowed, read.scores, torch.zeros_like(read.scores))
     ax_scores.bar(labels, finite.tolist(), color=["tab:blue" if a else "lightgray" for a in read.allowed.tolist()])
