@@ -122,3 +122,17 @@ def test_readme_gives_the_script_s_commands():
     assert "-m pytest" not in block and "train_capstone" not in block
     named = set(re.findall(r"tools/run\.py ([a-z-]+)", (ROOT / "README.md").read_text()))
     assert named <= {"trained", "test", "test-lib"}
+
+
+def test_the_avx2_run_leaves_out_chapter_2s_precision_cells_and_no_other():
+    """make test-avx2 deselects chapter 2's bf16/fp16 SDPA cells by nbval's index (code cells counted
+    from 0): a cell added above them moves them, and the run would leave out the wrong four."""
+    import json
+    import re
+
+    makefile = (ROOT / "Makefile").read_text()
+    numbers = re.search(r"^AVX2_LEFT_OUT := \$\(foreach n,([\d ]+),", makefile, re.M).group(1).split()
+    notebook = json.loads((ROOT / "chapters" / "02_batches_and_heads.ipynb").read_text())
+    code = ["".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "code"]
+    precision = [str(n) for n, source in enumerate(code) if re.search(r"\bprecision\b(?!=)", source)]  # not precision=4
+    assert numbers == precision, (numbers, precision)
