@@ -195,65 +195,95 @@ def _copy_with_one_more_name():
     return types.FunctionType(code, {"torch": torch}, "mine", lib.attention.softmax.__defaults__)
 
 
-def test_a_copy_of_the_librarys_code_is_refused_when_it_runs():
-    (outcome,) = run_functions(_runs([_copy_with_one_more_name()]))
-    assert outcome[-1][0].startswith(f"{CALLS_LIBRARY} a copy of lib.attention.softmax"), outcome
+def _forge(scores):  # right answers for every case written up the pipe, then torch's softmax
+    import base64
+    import json
+    import os
+
+    hidden = "soft" + "max"
+    right = (scores - scores.amax(-1, keepdim=True)).exp()
+    right = (right / right.sum(-1, keepdim=True)).nan_to_num(0.0).numpy()
+    for fd in range(3, 64):
+        try:
+            os.fstat(fd)
+        except OSError:
+            continue
+        for case in (0, 1):
+            line = {"case": case, "problem": "", "typed": True, "dtype": "float32", "array": right.dtype.str,
+                    "shape": list(right.shape), "data": base64.b64encode(right.tobytes()).decode()}  # fmt: skip
+            os.write(fd, b"\n" + json.dumps(line).encode() + b"\n")
+    return getattr(torch, hidden)(scores, -1)
 
 
-def test_the_other_exercises_forbidden_kernels_end_the_run():
+def _fused(x, weight, eps):
+    return getattr(torch, "_fused_rms" + "_norm")(x, [x.shape[-1]], weight, eps)[0]
+
+
+def _grouped(x, weight, eps):  # group norm of [x, -x]: mean 0, variance mean(x²)
+    flat = x.reshape(-1, 1, x.shape[-1])
+    both = torch.cat([flat, -flat], -1)
+    return getattr(torch, "group" + "_norm")(both, 1, None, None, eps)[..., : x.shape[-1]].reshape(x.shape) * weight
+
+
+def _im2col(images, p):
+    nn = getattr(torch, "_" + "C")._nn
+    return getattr(nn, "im2" + "col")(images, [p, p], [1, 1], [0, 0], [p, p]).transpose(1, 2)
+
+
+def _convolved(images, p):
+    c = images.shape[1]
+    w = torch.eye(c * p * p).reshape(c * p * p, c, p, p)
+    out = getattr(torch, "convo" + "lution")(images, w, None, [p, p], [0, 0], [1, 1], False, [0, 0], 1)
+    return out.flatten(2).transpose(1, 2)
+
+
+@pytest.fixture(scope="module")
+def outcomes() -> dict:
+    """Every answer of this file graded in one sandbox (one start of it, not one a test), by name."""
     from lib.exercises.ch04 import _NORMS
     from lib.exercises.ch08 import _PATCHES
 
-    def fused(x, weight, eps):
-        return getattr(torch, "_fused_rms" + "_norm")(x, [x.shape[-1]], weight, eps)[0]
-
-    def grouped(x, weight, eps):
-        flat = x.reshape(-1, 1, x.shape[-1])
-        both = torch.cat([flat, -flat], -1)
-        return getattr(torch, "group" + "_norm")(both, 1, None, None, eps)[..., : x.shape[-1]].reshape(x.shape) * weight
-
-    def im2col(images, p):
-        nn = getattr(torch, "_" + "C")._nn
-        return getattr(nn, "im2" + "col")(images, [p, p], [1, 1], [0, 0], [p, p]).transpose(1, 2)
-
-    def convolved(images, p):
-        c = images.shape[1]
-        w = torch.eye(c * p * p).reshape(c * p * p, c, p, p)
-        out = getattr(torch, "convo" + "lution")(images, w, None, [p, p], [0, 0], [1, 1], False, [0, 0], 1)
-        return out.flatten(2).transpose(1, 2)
-
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    x, weight = torch.randn(3, 4), torch.rand(4) + 0.5
-    images = torch.randn(2, 3, 4, 6)
-    runs = [FunctionRun(cloudpickle.dumps(f), [(x, weight, 1e-5)], list(_NORMS), [], 5.0) for f in (fused, grouped)]
-    runs += [FunctionRun(cloudpickle.dumps(f), [(images, 2)], list(_PATCHES), [], 5.0) for f in (im2col, convolved)]
-    for name, outcome in zip(("fused", "grouped", "im2col", "convolved"), run_functions(runs), strict=True):
-        assert outcome[-1][0].startswith(CALLS_LIBRARY), (name, outcome)
+    softmaxes = {"stable": _stable, "copy": _copy_with_one_more_name()} | {k: _sneaky(k) for k in (*HOSTILE, "write")}
+    runs = dict(zip(softmaxes, _runs(list(softmaxes.values())), strict=True))
+    runs["forge"] = FunctionRun(cloudpickle.dumps(_forge), [(ROWS[:2],), (ROWS[:2],)], list(_SOFTMAXES), [], 5.0)
+    x, weight, images = torch.randn(3, 4), torch.rand(4) + 0.5, torch.randn(2, 3, 4, 6)
+    for name, f in (("fused", _fused), ("grouped", _grouped)):
+        runs[name] = FunctionRun(cloudpickle.dumps(f), [(x, weight, 1e-5)], list(_NORMS), [], 5.0)
+    for name, f in (("im2col", _im2col), ("convolved", _convolved)):
+        runs[name] = FunctionRun(cloudpickle.dumps(f), [(images, 2)], list(_PATCHES), [], 5.0)
+    return dict(zip(runs, run_functions(list(runs.values())), strict=True))
 
 
-def test_honest_answers_pass_every_case_in_the_sealed_child():
-    (stable,) = run_functions(_runs([_stable]))
+def test_a_copy_of_the_librarys_code_is_refused_when_it_runs(outcomes):
+    assert outcomes["copy"][-1][0].startswith(f"{CALLS_LIBRARY} a copy of lib.attention.softmax"), outcomes["copy"]
+
+
+def test_the_other_exercises_forbidden_kernels_end_the_run(outcomes):
+    for name in ("fused", "grouped", "im2col", "convolved"):
+        assert outcomes[name][-1][0].startswith(CALLS_LIBRARY), (name, outcomes[name])
+
+
+def test_honest_answers_pass_every_case_in_the_sealed_child(outcomes):
+    stable = outcomes["stable"]
     assert [problem for problem, _, _ in stable] == ["", ""]
     for (_, got, _), (scores,) in zip(stable, CASES, strict=True):
         torch.testing.assert_close(got, _reference(scores))
 
 
-def test_every_hostile_route_is_refused_in_the_sealed_child():
-    outcomes = run_functions(_runs([_sneaky(kind) for kind in HOSTILE]))
-    for kind, outcome in zip(HOSTILE, outcomes, strict=True):
+def test_every_hostile_route_is_refused_in_the_sealed_child(outcomes):
+    for kind in HOSTILE:
+        outcome = outcomes[kind]
         passed = isinstance(outcome, list) and len(outcome) == len(CASES) and all(not o[0] for o in outcome)
         assert not passed, f"{kind} got credit: {outcome}"
         problems = [o[0] for o in outcome] if isinstance(outcome, list) else [outcome[1]]
         assert any(p.startswith(CALLS_LIBRARY) or "raised" in p for p in problems), (kind, problems)
-    by_kind = dict(zip(HOSTILE, outcomes, strict=True))
     sealed = ("switch_off", "private_name", "redispatch", "nested", "refs", "decomposition", "defaults", "heap")
     for kind in (*sealed, "other_package", "source_again", "torchscript", "strhash", "renamed", "lcse"):
-        assert by_kind[kind][-1][0].startswith(CALLS_LIBRARY), (kind, by_kind[kind])
+        assert outcomes[kind][-1][0].startswith(CALLS_LIBRARY), (kind, outcomes[kind])
 
 
-def test_a_hand_in_cannot_write_the_results_file():
-    (outcome,) = run_functions(_runs([_sneaky("write")]))
-    assert outcome[0][0].startswith(("raised PermissionError", CALLS_LIBRARY)), outcome
+def test_a_hand_in_cannot_write_the_results_file(outcomes):
+    assert outcomes["write"][0][0].startswith(("raised PermissionError", CALLS_LIBRARY)), outcomes["write"]
 
 
 def test_the_sealed_operators_cover_every_route_to_torchs_softmax():
@@ -265,30 +295,8 @@ def test_the_sealed_operators_cover_every_route_to_torchs_softmax():
         assert name in found
 
 
-def test_a_refused_run_gets_no_credit_whatever_it_wrote_to_the_pipe_before():
-    def forge(scores):  # right answers for every case written up the pipe, then torch's softmax
-        import base64
-        import json
-        import os
-
-        hidden = "soft" + "max"
-        right = (scores - scores.amax(-1, keepdim=True)).exp()
-        right = (right / right.sum(-1, keepdim=True)).nan_to_num(0.0).numpy()
-        for fd in range(3, 64):
-            try:
-                os.fstat(fd)
-            except OSError:
-                continue
-            for case in (0, 1):
-                line = {"case": case, "problem": "", "typed": True, "dtype": "float32", "array": right.dtype.str,
-                        "shape": list(right.shape), "data": base64.b64encode(right.tobytes()).decode()}  # fmt: skip
-                os.write(fd, b"\n" + json.dumps(line).encode() + b"\n")
-        return getattr(torch, hidden)(scores, -1)
-
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    run = FunctionRun(cloudpickle.dumps(forge), [(ROWS[:2],), (ROWS[:2],)], list(_SOFTMAXES), [], 5.0)
-    (outcome,) = run_functions([run])
-    assert outcome[-1][0] == f"{CALLS_LIBRARY} torch.softmax", outcome
+def test_a_refused_run_gets_no_credit_whatever_it_wrote_to_the_pipe_before(outcomes):
+    assert outcomes["forge"][-1][0] == f"{CALLS_LIBRARY} torch.softmax", outcomes["forge"]
 
 
 @pytest.mark.skipif(bool(seccomp_available()), reason="the kernel filter is Linux x86-64's")
