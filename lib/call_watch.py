@@ -1,5 +1,9 @@
 """What a learner's function runs, watched while it runs: the routes a reading of its code cannot see.
 
+This is ``check()``'s watch, in the learner's own kernel: feedback, which a student who reads this can
+switch off (a fourth hostile batch did). The teacher's grader does not rely on it: it runs each function
+in a child process sealed before the function is loaded (``lib.sealed_run``, ``lib.hidden_runs``).
+
 ``lib.code_policy`` reads a function exercise's answer before it runs, and ``lib.safe_call.forbid_calls``
 swaps the forbidden callables for refusing ones at the places they live. A hostile batch (issue 30)
 reached them another way: torch's softmax under another of its names (``torch._C._VariableFunctions``,
