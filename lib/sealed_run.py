@@ -237,8 +237,9 @@ def _instructions() -> tuple[bytes, bytes]:
     table = bytearray(range(256))
     if "LOAD_METHOD" in dis.opmap:
         table[dis.opmap["LOAD_METHOD"]] = dis.opmap["LOAD_ATTR"]
-    dropped = ("CACHE", "PUSH_NULL", "PRECALL", "NOP", "RESUME", "EXTENDED_ARG", "KW_NAMES")
-    return bytes(table), bytes(dis.opmap[name] for name in dropped if name in dis.opmap)
+    from lib.code_policy import _NOT_COMPARED  # the instructions fingerprint() leaves out, one list for both
+
+    return bytes(table), bytes(dis.opmap[name] for name in sorted(_NOT_COMPARED) if name in dis.opmap)
 
 
 _TABLE, _DROPPED = _instructions()
@@ -353,7 +354,7 @@ def seal(forbidden: Sequence[tuple[Any, str]], fd: int, blocked: Iterable[str] =
     names += [(id(obj), name) for obj, name in forbidden]
     names += [(id(obj), f"{getattr(obj, '__module__', None) or '?'}.{obj.__name__}") for obj in _builtin_never()]
     places = frozenset((c.co_filename, c.co_firstlineno, c.co_name) for c in codes)
-    prints = frozenset(_print(c) for c in codes if len(_print(c)) >= MIN_PRINT)
+    prints = frozenset(ops for ops in map(_print, codes) if len(ops) >= MIN_PRINT)
 
     if not seccomp_available():  # elsewhere (macOS) the interpreter's parts seal it without the kernel's
         _load_filter()
